@@ -1,0 +1,36 @@
+"""Benchmarks behind ``rbmcap bench NAME --json``.
+
+Each benchmark is a module ``rbmcap.bench.<name>`` with ``run(**options) -> dict``; the figures it
+returns are measured in one process so ratios between them are meaningful. The CLI adds the
+machine's CPU count and torch's thread count.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+
+import torch
+
+from rbmcap.errors import ConfigError
+
+BENCHMARKS: dict[str, str] = {
+    "skinning": "full smplx forward vs sparse skinning of the rbm14 marker vertices",
+    "synth": "rbm14 synthesis frames per second, sparse vs dense, and peak memory",
+}
+
+
+def run_benchmark(name: str, **options) -> dict:
+    """Run benchmark ``name`` and return its figures plus machine facts."""
+    if name not in BENCHMARKS:
+        raise ConfigError(f"unknown benchmark {name!r}; known: {', '.join(sorted(BENCHMARKS))}")
+    module = importlib.import_module(f"rbmcap.bench.{name}")
+    result = {"benchmark": name, **module.run(**options)}
+    result["machine"] = {
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "processor": platform.machine(),
+    }
+    return result

@@ -1,0 +1,295 @@
+"""``BodyModel``: one interface over SMPL and SMPL-H files (real or the stand-in), via smplx.
+
+The model's arrays are loaded by rbmcap (``.npz`` or chumpy-free ``.pkl``), checked, and handed to
+smplx as its ``data_struct``, so smplx owns the buffers and the full forward is ``smplx.lbs.lbs``.
+rbmcap adds what smplx lacks: any leading batch dimensions, rotation-matrix or axis-angle poses,
+the SMPL 24-joint view of SMPL-H, and *sparse* skinning of a handful of vertices.
+
+Why sparse skinning is hand-written: marker synthesis and marker losses need ~100 vertices, while
+smplx always blends the pose correctives and skinning transforms of every vertex. Skinning only the
+requested vertices (with joints from a pre-multiplied joint regressor) is about two orders of
+magnitude cheaper and equal to the full forward to float precision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import roma
+import smplx
+import torch
+from smplx.lbs import lbs
+from smplx.utils import Struct
+
+from rbmcap.body.files import check_model_arrays
+from rbmcap.body.topology import one_rings, with_one_rings
+from rbmcap.errors import DataError, ModelError
+from rbmcap.skeleton import (
+    SMPL_JOINT_NAMES,
+    SMPL_PARENTS,
+    SMPLH_PARENTS,
+    SMPLH_TO_SMPL,
+    forward_kinematics,
+)
+
+_BASES = {"smpl": smplx.SMPL, "smplh": smplx.SMPLH}
+
+
+@dataclass
+class BodyOutput:
+    """Posed body. ``vertices`` (..., V, 3) and ``joints`` (..., 24, 3), metres, world frame."""
+
+    vertices: torch.Tensor
+    joints: torch.Tensor
+
+
+class BodyModel(torch.nn.Module):
+    """An SMPL-family body: shape, pose and translation to a posed mesh and 24 SMPL joints.
+
+    Args:
+        arrays: model arrays (``v_template``, ``f``, ``weights``, ``J_regressor``,
+            ``kintree_table``, ``shapedirs``, ``posedirs``) as read by
+            :func:`rbmcap.body.files.read_model_arrays`.
+        gender: 'neutral', 'male' or 'female' (recorded, the arrays decide the body).
+        source: where the arrays came from ('standin' or a path), for messages and ``info``.
+        num_betas: shape coefficients to use; default all in the file (SMPL-H up to 16).
+        identity: a short id for manifests and checkpoints, e.g. 'standin-v1/neutral'.
+    """
+
+    def __init__(
+        self,
+        arrays: dict[str, np.ndarray],
+        *,
+        gender: str = "neutral",
+        source: str = "",
+        num_betas: int | None = None,
+        identity: str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        super().__init__()
+        arrays = dict(arrays)
+        self.kind = check_model_arrays(arrays, source or "model")
+        file_betas = arrays["shapedirs"].shape[-1]
+        if num_betas is not None and not 1 <= num_betas <= file_betas:
+            raise ModelError(f"{source}: num_betas={num_betas}, the file has 1..{file_betas}")
+        self.gender = gender
+        self.source = str(source)
+        self.identity = identity or f"{self.kind}:{self.source}/{gender}"
+        if self.kind == "smplh":
+            # AMASS's SMPL+H .npz has no hand PCA; smplx insists on the keys.
+            for side in "lr":
+                arrays.setdefault(f"hands_components{side}", np.eye(45))
+                arrays.setdefault(f"hands_mean{side}", np.zeros(45))
+        # smplx caps betas at 10 unless the class's shape space is at least the file's.
+        cls = type(_BASES[self.kind].__name__, (_BASES[self.kind],), {"SHAPE_SPACE_DIM": file_betas})
+        extra = {"use_pca": False, "flat_hand_mean": True} if self.kind == "smplh" else {}
+        self.smplx_model = cls(
+            model_path=self.source,
+            data_struct=Struct(**arrays),
+            num_betas=num_betas or file_betas,
+            gender=gender,
+            dtype=dtype,
+            batch_size=1,
+            **extra,
+        )
+        m = self.smplx_model
+        self.model_parents: tuple[int, ...] = SMPL_PARENTS if self.kind == "smpl" else SMPLH_PARENTS
+        self._joint_map = list(range(24)) if self.kind == "smpl" else list(SMPLH_TO_SMPL)
+        nv, nb = m.v_template.shape[0], m.num_betas
+        self.register_buffer("_posedirs_v", m.posedirs.T.reshape(nv, 3, -1).contiguous(), False)
+        self.register_buffer("_joint_template", m.J_regressor @ m.v_template, persistent=False)
+        j_shapedirs = torch.einsum("jv,vcb->jcb", m.J_regressor, m.shapedirs)
+        self.register_buffer("_joint_shapedirs", j_shapedirs.reshape(-1, 3, nb), persistent=False)
+        self._faces_np = np.asarray(arrays["f"], dtype=np.int64)
+
+    # ----------------------------------------------------------------------------- accessors
+    @property
+    def num_betas(self) -> int:
+        return int(self.smplx_model.num_betas)
+
+    @property
+    def num_vertices(self) -> int:
+        return int(self.smplx_model.v_template.shape[0])
+
+    @property
+    def num_model_joints(self) -> int:
+        """Joints of the underlying model (24 SMPL, 52 SMPL-H)."""
+        return len(self.model_parents)
+
+    @property
+    def num_joints(self) -> int:
+        """Joints of rbmcap's SMPL view (always 24)."""
+        return 24
+
+    @property
+    def faces(self) -> torch.Tensor:
+        """(F, 3) long vertex indices."""
+        return self.smplx_model.faces_tensor
+
+    @property
+    def parents(self) -> tuple[int, ...]:
+        """Parent of each of the 24 SMPL joints (-1 for the pelvis)."""
+        return SMPL_PARENTS
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return SMPL_JOINT_NAMES
+
+    @property
+    def v_template(self) -> torch.Tensor:
+        """(V, 3) rest mesh at zero betas, canonical frame (Y up), metres."""
+        return self.smplx_model.v_template
+
+    @property
+    def lbs_weights(self) -> torch.Tensor:
+        """(V, J_model) skinning weights."""
+        return self.smplx_model.lbs_weights
+
+    @cached_property
+    def _rings(self) -> list[np.ndarray]:
+        return one_rings(self._faces_np, self.num_vertices)
+
+    def one_ring(self, vertex_id: int) -> np.ndarray:
+        """Ids of the vertices sharing an edge with ``vertex_id``."""
+        self._check_vertex_ids([vertex_id])
+        return self._rings[int(vertex_id)]
+
+    def with_one_rings(self, vertex_ids) -> np.ndarray:
+        """The given vertices plus their one-rings, unique and sorted."""
+        self._check_vertex_ids(vertex_ids)
+        return with_one_rings(vertex_ids, self._rings)
+
+    def rest_joints(self, betas: torch.Tensor | None = None) -> torch.Tensor:
+        """Rest-pose joint positions (..., 24, 3) for betas (..., B) (default zeros)."""
+        return self._model_rest_joints(self._betas(betas, ()))[..., self._joint_map, :]
+
+    # ------------------------------------------------------------------------------- posing
+    def forward(self, poses, betas=None, trans=None) -> BodyOutput:
+        """Full forward (smplx's linear blend skinning of every vertex).
+
+        Args:
+            poses: (..., 24, 3) axis-angle or (..., 24, 3, 3) local rotations (SMPL-H also takes
+                its 52 joints); SMPL's hand joints map onto SMPL-H's first index joints.
+            betas: (..., B) or (B,) shape, B ≤ num_betas (missing ones are zero); default zeros.
+            trans: (..., 3) translation in metres; default zero.
+
+        Returns:
+            BodyOutput with vertices (..., V, 3) and the 24 SMPL joints (..., 24, 3).
+        """
+        rot = self._model_rotmats(poses)
+        batch = rot.shape[:-3]
+        betas = self._betas(betas, batch)
+        n = int(np.prod(batch)) if batch else 1
+        m = self.smplx_model
+        verts, joints = lbs(
+            betas.reshape(n, -1),
+            rot.reshape(n, -1, 3, 3),
+            m.v_template,
+            m.shapedirs,
+            m.posedirs,
+            m.J_regressor,
+            m.parents,
+            m.lbs_weights,
+            pose2rot=False,
+        )
+        verts = verts.reshape(*batch, -1, 3)
+        joints = joints[:, self._joint_map].reshape(*batch, 24, 3)
+        if trans is not None:
+            t = self._tensor(trans)[..., None, :]
+            verts, joints = verts + t, joints + t
+        return BodyOutput(vertices=verts, joints=joints)
+
+    def pose_joints(self, poses, betas=None, trans=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Posed joints only (no mesh): joints (..., 24, 3) and global rotations (..., 24, 3, 3)."""
+        rot = self._model_rotmats(poses)
+        rest = self._model_rest_joints(self._betas(betas, rot.shape[:-3]))
+        grot, joints = forward_kinematics(rot, rest, self.model_parents)
+        joints = joints[..., self._joint_map, :]
+        if trans is not None:
+            joints = joints + self._tensor(trans)[..., None, :]
+        return joints, grot[..., self._joint_map, :, :]
+
+    def skin_vertices(self, vertex_ids, poses, betas=None, trans=None) -> torch.Tensor:
+        """Sparse linear blend skinning of only ``vertex_ids``.
+
+        Same arguments as :meth:`forward`; returns (..., K, 3) positions of the K requested
+        vertices, equal to ``forward(...).vertices[..., vertex_ids, :]`` to float precision.
+        """
+        ids = self._vertex_index(vertex_ids)
+        rot = self._model_rotmats(poses)
+        batch = rot.shape[:-3]
+        betas = self._betas(betas, batch)
+        m = self.smplx_model
+        rest = self._model_rest_joints(betas)
+        grot, gpos = forward_kinematics(rot, rest, self.model_parents)
+        # Skinning transform of joint j maps a rest point x to grot_j (x - rest_j) + gpos_j.
+        shift = gpos - (grot @ rest[..., None])[..., 0]
+        eye = torch.eye(3, dtype=rot.dtype, device=rot.device)
+        pose_feature = (rot[..., 1:, :, :] - eye).flatten(-3)
+        v = m.v_template[ids] + torch.einsum("kcb,...b->...kc", m.shapedirs[ids], betas)
+        v = v + torch.einsum("kcp,...p->...kc", self._posedirs_v[ids], pose_feature)
+        w = m.lbs_weights[ids]
+        blend_rot = torch.einsum("kj,...jab->...kab", w, grot)
+        blend_shift = torch.einsum("kj,...ja->...ka", w, shift)
+        out = (blend_rot @ v[..., None])[..., 0] + blend_shift
+        if trans is not None:
+            out = out + self._tensor(trans)[..., None, :]
+        return out
+
+    # ------------------------------------------------------------------------------ helpers
+    def _tensor(self, x) -> torch.Tensor:
+        ref = self.smplx_model.v_template
+        return torch.as_tensor(x, dtype=ref.dtype, device=ref.device)
+
+    def _model_rest_joints(self, betas: torch.Tensor) -> torch.Tensor:
+        return self._joint_template + torch.einsum("jcb,...b->...jc", self._joint_shapedirs, betas)
+
+    def _betas(self, betas, batch: tuple[int, ...]) -> torch.Tensor:
+        nb = self.num_betas
+        if betas is None:
+            return self._tensor(torch.zeros(nb)).expand(*batch, nb)
+        b = self._tensor(betas)
+        if b.shape[-1] < nb:
+            b = torch.cat([b, b.new_zeros(*b.shape[:-1], nb - b.shape[-1])], dim=-1)
+        b = b[..., :nb]  # extra betas beyond the model's shape space are ignored
+        return b.expand(*torch.broadcast_shapes(batch, b.shape[:-1]), nb)
+
+    def _model_rotmats(self, poses) -> torch.Tensor:
+        p = self._tensor(poses)
+        if p.ndim >= 3 and p.shape[-2:] == (3, 3) and p.shape[-3] in (24, self.num_model_joints):
+            rot = p
+        elif p.ndim >= 2 and p.shape[-1] == 3 and p.shape[-2] in (24, self.num_model_joints):
+            rot = roma.rotvec_to_rotmat(p)
+        else:
+            raise DataError(
+                f"poses of shape {tuple(p.shape)}: expected (..., 24, 3) axis-angle or "
+                f"(..., 24, 3, 3) rotation matrices"
+            )
+        if rot.shape[-3] == self.num_model_joints:
+            return rot
+        full = torch.eye(3, dtype=rot.dtype, device=rot.device).expand(
+            *rot.shape[:-3], self.num_model_joints, 3, 3
+        )
+        full = full.clone()
+        full[..., self._joint_map, :, :] = rot
+        return full
+
+    def _check_vertex_ids(self, vertex_ids) -> None:
+        ids = np.asarray(vertex_ids).reshape(-1)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_vertices):
+            raise ModelError(
+                f"vertex id {int(ids.max() if ids.max() >= self.num_vertices else ids.min())} "
+                f"is out of range for {self.identity} ({self.num_vertices} vertices)"
+            )
+
+    def _vertex_index(self, vertex_ids) -> torch.Tensor:
+        self._check_vertex_ids(vertex_ids)
+        return torch.as_tensor(np.asarray(vertex_ids, dtype=np.int64), device=self.faces.device)
+
+    def extra_repr(self) -> str:
+        return (
+            f"kind={self.kind}, gender={self.gender}, vertices={self.num_vertices}, "
+            f"betas={self.num_betas}, source={self.source!r}"
+        )

@@ -1,0 +1,1 @@
+"""The ``rbmcap`` command-line tool: one sub-command module per area of the library."""

@@ -1,0 +1,26 @@
+"""``rbmcap bench NAME [--json]``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rbmcap.bench import BENCHMARKS, run_benchmark
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="run a benchmark", description="Run a named benchmark.")
+    p.add_argument("name", help="one of: " + ", ".join(sorted(BENCHMARKS)))
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quick", action="store_true", help="fewer repetitions (for smoke tests)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    result = run_benchmark(args.name, quick=args.quick)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key}: {value}")
+    return 0

@@ -1,0 +1,53 @@
+"""Entry point of the ``rbmcap`` command.
+
+Each area registers its sub-commands from its own module (``rbmcap.cli.<area>``, a function
+``register(subparsers)`` that sets ``func`` on its parsers). Library errors become one line on
+stderr and exit status 2; nothing prints a traceback for a user mistake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+
+from rbmcap.errors import RBMCapError
+
+AREAS = ("body", "motion", "synth", "dataset", "bench", "demo")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rbmcap", description="Rigid Body Marker motion capture to SMPL."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for area in AREAS:
+        if importlib.util.find_spec(f"rbmcap.cli.{area}") is None:
+            continue
+        module = importlib.import_module(f"rbmcap.cli.{area}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("WANDB_MODE", "disabled")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = args.func(args)
+    except RBMCapError as exc:
+        print(f"rbmcap: error: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"rbmcap: error: {exc.filename or exc}: no such file", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rbmcap: interrupted", file=sys.stderr)
+        return 130
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

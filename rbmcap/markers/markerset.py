@@ -1,0 +1,320 @@
+"""Marker sets: which virtual markers exist, where they sit on the body, and their parent tree.
+
+A marker set is data (``conf/markers/<name>.yaml`` or any YAML path); see ``conf/markers/rbm14.yaml``
+for the field reference. Two kinds: ``rbm`` (6-DoF plates) and ``point`` (positions only, e.g.
+MoSh++'s 53-marker layout). Each marker has an SMPL vertex id, used on meshes with SMPL topology,
+and a topology-free :class:`~rbmcap.markers.anchors.Anchor` that finds the vertex on any other mesh.
+
+A reduced set names a ``base`` set and a ``select`` list; a selected marker whose parent is not
+selected hangs from its nearest selected ancestor (the chest, for the reference reduced sets).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from rbmcap.errors import ConfigError, ModelError
+from rbmcap.markers.anchors import Anchor, resolve_anchors
+from rbmcap.skeleton import SMPL_JOINT_NAMES
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+MARKERS_DIR = CONF_DIR / "markers"
+KINDS = ("rbm", "point")
+SMPL_NUM_VERTICES = 6890
+
+
+@dataclass(frozen=True)
+class MarkerSet:
+    """An ordered set of virtual markers.
+
+    Attributes:
+        name: the set's name (``rbm14``, ``moshpp53``, a user name).
+        kind: ``'rbm'`` (6-DoF plates) or ``'point'`` (positions only).
+        names: marker names, in output order.
+        vertex_ids: vertex id of each marker on a mesh with ``vertex_topology`` vertices, or
+            ``None`` where the set gives only an anchor.
+        parents: index of each marker's parent, -1 for the root (all -1 for point sets).
+        anchors: topology-free placement of each marker, or ``None``.
+        vertex_topology: vertex count of the mesh the ids refer to (6890: SMPL / SMPL-H).
+        source: the YAML file the set came from.
+    """
+
+    name: str
+    kind: str
+    names: tuple[str, ...]
+    vertex_ids: tuple[int | None, ...]
+    parents: tuple[int, ...]
+    anchors: tuple[Anchor | None, ...]
+    vertex_topology: int = SMPL_NUM_VERTICES
+    source: str = ""
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def is_rbm(self) -> bool:
+        return self.kind == "rbm"
+
+    def index(self, name: str) -> int:
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise ConfigError(f"marker set {self.name!r} has no marker {name!r}") from None
+
+    def subset(self, names: list[str] | tuple[str, ...], name: str | None = None) -> MarkerSet:
+        """The markers ``names`` (in that order); orphans hang from their nearest kept ancestor."""
+        idx = [self.index(n) for n in names]
+        if len(set(idx)) != len(idx):
+            raise ConfigError(f"subset of {self.name!r} names a marker twice: {list(names)}")
+        pos = {old: new for new, old in enumerate(idx)}
+        parents = []
+        for old in idx:
+            p = self.parents[old]
+            while p >= 0 and p not in pos:
+                p = self.parents[p]
+            parents.append(pos[p] if p >= 0 else -1)
+        if self.kind == "rbm":
+            parents = _single_root(parents)
+        return MarkerSet(
+            name=name or f"{self.name}[{','.join(names)}]",
+            kind=self.kind,
+            names=tuple(self.names[i] for i in idx),
+            vertex_ids=tuple(self.vertex_ids[i] for i in idx),
+            parents=tuple(parents),
+            anchors=tuple(self.anchors[i] for i in idx),
+            vertex_topology=self.vertex_topology,
+            source=self.source,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain description (for manifests and config hashes); round-trips through YAML/JSON."""
+        markers = []
+        for i, n in enumerate(self.names):
+            entry: dict[str, Any] = {"name": n}
+            if self.vertex_ids[i] is not None:
+                entry["vertex"] = self.vertex_ids[i]
+            if self.parents[i] >= 0:
+                entry["parent"] = self.names[self.parents[i]]
+            if self.anchors[i] is not None:
+                entry["anchor"] = self.anchors[i].to_dict()
+            markers.append(entry)
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "vertex_topology": self.vertex_topology,
+            "markers": markers,
+        }
+
+    @property
+    def fingerprint(self) -> str:
+        """Short hash of the definition (not of the name or file it came from)."""
+        d = self.to_dict()
+        d.pop("name")
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def uses_vertex_ids(self, body) -> bool:
+        """Whether ``body`` has the topology the vertex ids refer to."""
+        return int(body.num_vertices) == self.vertex_topology
+
+    def resolve(self, body, method: str = "auto") -> np.ndarray:
+        """Vertex ids (N,) of the markers on ``body``.
+
+        Args:
+            body: a body model (``num_vertices``; for anchors also ``v_template``, ``faces``,
+                ``lbs_weights``, ``rest_joints()``).
+            method: ``'auto'`` (listed ids on a mesh of ``vertex_topology`` vertices, anchors
+                elsewhere), ``'vertex'`` or ``'anchor'``.
+        """
+        if method not in ("auto", "vertex", "anchor"):
+            raise ConfigError(f"resolve method {method!r}: expected auto, vertex or anchor")
+        nv = int(body.num_vertices)
+        use_ids = method == "vertex" or (method == "auto" and self.uses_vertex_ids(body))
+        if use_ids:
+            missing = [n for n, v in zip(self.names, self.vertex_ids, strict=True) if v is None]
+            if missing:
+                raise ConfigError(f"{self._where}: markers without a vertex id: {missing}")
+            ids = np.asarray(self.vertex_ids, dtype=np.int64)
+            bad = np.flatnonzero(ids >= nv)
+            if bad.size:
+                i = int(bad[0])
+                raise ModelError(
+                    f"{self._where}: marker {self.names[i]!r} vertex {int(ids[i])} is out of "
+                    f"range for a body with {nv} vertices"
+                )
+            return ids
+        missing = [n for n, a in zip(self.names, self.anchors, strict=True) if a is None]
+        if missing:
+            raise ModelError(
+                f"{self._where}: the body has {nv} vertices, not the {self.vertex_topology} the "
+                f"vertex ids refer to, and markers {missing} have no anchor to place them"
+            )
+        return resolve_anchors(body, self.anchors)  # type: ignore[arg-type]
+
+    @property
+    def _where(self) -> str:
+        return f"marker set {self.name!r} ({self.source})" if self.source else repr(self.name)
+
+
+def available_marker_sets() -> list[str]:
+    """Names of the marker sets shipped under ``conf/markers/``."""
+    return sorted(p.stem for p in MARKERS_DIR.glob("*.yaml"))
+
+
+def load_marker_set(name_or_path: str | Path) -> MarkerSet:
+    """Load a marker set by name (``rbm14``, ``rbm_a`` … ``rbm_f``, ``moshpp53``, ``vr3``) or path.
+
+    Raises:
+        ConfigError: unknown name, missing file, or an invalid definition (the message names
+            the file and the marker).
+    """
+    return _load(name_or_path, seen=())
+
+
+def _locate(name_or_path: str | Path) -> Path:
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        if not path.is_file():
+            raise ConfigError(f"{path}: marker set file not found")
+        return path
+    candidate = MARKERS_DIR / f"{text}.yaml"
+    if not candidate.is_file():
+        raise ConfigError(
+            f"unknown marker set {text!r}; known: {', '.join(available_marker_sets())} "
+            f"(or give a path to a YAML file)"
+        )
+    return candidate
+
+
+def _load(name_or_path: str | Path, seen: tuple[str, ...]) -> MarkerSet:
+    path = _locate(name_or_path)
+    key = str(path.resolve())
+    if key in seen:
+        raise ConfigError(f"{path}: marker set bases form a cycle")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping with 'name' and 'markers' (or 'base')")
+    name = str(data.get("name") or path.stem)
+    if "base" in data:
+        base = _load(_base_ref(data["base"], path), seen + (key,))
+        select = data.get("select")
+        if not isinstance(select, list) or not select:
+            raise ConfigError(f"{path}: a set with 'base' needs a non-empty 'select' list")
+        try:
+            sub = base.subset([str(s) for s in select], name=name)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        return MarkerSet(**{**sub.__dict__, "source": str(path)})
+    return parse_marker_set(data, source=str(path), default_name=name)
+
+
+def _base_ref(base: Any, path: Path) -> str | Path:
+    ref = str(base)
+    if ref.endswith((".yaml", ".yml")) and not Path(ref).is_absolute():
+        return path.parent / ref
+    return ref
+
+
+def parse_marker_set(data: dict, source: str = "", default_name: str = "markers") -> MarkerSet:
+    """Build a :class:`MarkerSet` from its YAML mapping (see ``conf/markers/rbm14.yaml``)."""
+    where = source or "marker set"
+    kind = str(data.get("kind", "rbm"))
+    if kind not in KINDS:
+        raise ConfigError(f"{where}: kind {kind!r}, expected one of {KINDS}")
+    topology = data.get("vertex_topology", SMPL_NUM_VERTICES)
+    if not isinstance(topology, int) or topology <= 0:
+        raise ConfigError(f"{where}: vertex_topology must be a positive integer, got {topology!r}")
+    entries = data.get("markers")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{where}: expected a non-empty 'markers' list")
+    names: list[str] = []
+    vertices: list[int | None] = []
+    parent_names: list[str | None] = []
+    anchors: list[Anchor | None] = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or "name" not in entry:
+            raise ConfigError(f"{where}: marker #{i} must be a mapping with a 'name'")
+        mname = str(entry["name"])
+        if mname in names:
+            raise ConfigError(f"{where}: marker {mname!r} is listed twice")
+        vertex = entry.get("vertex")
+        if vertex is not None:
+            if isinstance(vertex, bool) or not isinstance(vertex, int) or vertex < 0:
+                raise ConfigError(f"{where}: marker {mname!r} vertex must be an integer ≥ 0")
+            if vertex >= topology:
+                raise ConfigError(
+                    f"{where}: marker {mname!r} vertex {vertex} is out of range for a "
+                    f"{topology}-vertex mesh (vertex_topology)"
+                )
+        anchor = None
+        if entry.get("anchor") is not None:
+            try:
+                anchor = Anchor.from_dict(entry["anchor"])
+            except (ConfigError, TypeError, ValueError) as exc:
+                raise ConfigError(f"{where}: marker {mname!r} anchor: {exc}") from None
+        if vertex is None and anchor is None:
+            raise ConfigError(f"{where}: marker {mname!r} needs a 'vertex' or an 'anchor'")
+        names.append(mname)
+        vertices.append(vertex)
+        anchors.append(anchor)
+        parent_names.append(None if entry.get("parent") is None else str(entry["parent"]))
+    parents = []
+    for mname, pname in zip(names, parent_names, strict=True):
+        if pname is None:
+            parents.append(-1)
+        elif pname not in names:
+            raise ConfigError(f"{where}: marker {mname!r} has unknown parent {pname!r}")
+        else:
+            parents.append(names.index(pname))
+    _check_acyclic(parents, names, where)
+    if kind == "rbm" and sum(p < 0 for p in parents) != 1:
+        roots = [n for n, p in zip(names, parents, strict=True) if p < 0]
+        raise ConfigError(f"{where}: an rbm set needs exactly one root marker, found {roots}")
+    return MarkerSet(
+        name=str(data.get("name") or default_name),
+        kind=kind,
+        names=tuple(names),
+        vertex_ids=tuple(vertices),
+        parents=tuple(parents),
+        anchors=tuple(anchors),
+        vertex_topology=topology,
+        source=source,
+    )
+
+
+def _check_acyclic(parents: list[int], names: list[str], where: str) -> None:
+    for start in range(len(parents)):
+        seen, p = set(), start
+        while p >= 0:
+            if p in seen:
+                raise ConfigError(f"{where}: the parent chain of {names[start]!r} has a cycle")
+            seen.add(p)
+            p = parents[p]
+
+
+def _single_root(parents: list[int]) -> list[int]:
+    """Extra roots (their chain left the subset entirely) hang from the first root."""
+    roots = [i for i, p in enumerate(parents) if p < 0]
+    return [roots[0] if (p < 0 and i != roots[0]) else p for i, p in enumerate(parents)]
+
+
+__all__ = [
+    "KINDS",
+    "SMPL_JOINT_NAMES",
+    "Anchor",
+    "MarkerSet",
+    "available_marker_sets",
+    "load_marker_set",
+    "parse_marker_set",
+]

@@ -1,0 +1,187 @@
+"""Realism configuration: every knob with its unit, loaded from ``conf/realism/<preset>.yaml``.
+
+Presets: ``none`` (paper reproduction: ideal plates), ``realistic`` (a careful lab capture) and
+``harsh`` (a hurried capture: loose straps, dirty cameras). Units are in the field names: ``_mm``
+millimetres, ``_deg`` degrees, ``_s`` seconds, ``_hz`` hertz, ``_per_min`` events per minute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rbmcap.errors import ConfigError
+
+REALISM_DIR = Path(__file__).resolve().parents[3] / "conf" / "realism"
+
+
+@dataclass(frozen=True)
+class PlacementConfig:
+    """Per-sequence, per-marker plate placement error (how the plate was strapped on).
+
+    Attributes:
+        slide_mm: standard deviation of the offset along the skin, per tangent axis (mm).
+        spin_deg: standard deviation of the rotation about the skin normal (degrees).
+        tilt_deg: standard deviation of the tilt about each tangent axis (degrees).
+    """
+
+    slide_mm: float = 0.0
+    spin_deg: float = 0.0
+    tilt_deg: float = 0.0
+
+
+@dataclass(frozen=True)
+class SoftTissueConfig:
+    """Soft-tissue motion: a smooth, stationary Gaussian wobble of each plate on its segment.
+
+    Attributes:
+        position_mm: standard deviation of the displacement, per plate axis (mm).
+        rotation_deg: standard deviation of the rotation vector, per plate axis (degrees).
+        bandwidth_hz: cut-off of the wobble's low-pass spectrum (second-order roll-off, Hz).
+    """
+
+    position_mm: float = 0.0
+    rotation_deg: float = 0.0
+    bandwidth_hz: float = 2.0
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    """Optical measurement noise, white, independent per frame, in the world frame.
+
+    Attributes:
+        position_mm: standard deviation per world axis (mm).
+        rotation_deg: standard deviation of the rotation-vector error per world axis (degrees).
+    """
+
+    position_mm: float = 0.0
+    rotation_deg: float = 0.0
+
+
+@dataclass(frozen=True)
+class OcclusionConfig:
+    """Occlusion gaps per marker (stored as ``valid=False``).
+
+    Gaps start as a Poisson process in visible time; durations are log-normal, clipped.
+
+    Attributes:
+        rate_per_min: mean number of gaps per marker per minute of visible time.
+        median_s: median gap duration (s).
+        sigma: log-normal shape (standard deviation of the log-duration).
+        min_s, max_s: duration limits (s); a gap lasts at least one frame.
+    """
+
+    rate_per_min: float = 0.0
+    median_s: float = 0.2
+    sigma: float = 0.8
+    min_s: float = 0.0
+    max_s: float = 2.0
+
+
+@dataclass(frozen=True)
+class RealismConfig:
+    """All realism models of one preset; a zero knob switches its effect off."""
+
+    name: str = "none"
+    placement: PlacementConfig = field(default_factory=PlacementConfig)
+    soft_tissue: SoftTissueConfig = field(default_factory=SoftTissueConfig)
+    noise: NoiseConfig = field(default_factory=NoiseConfig)
+    occlusion: OcclusionConfig = field(default_factory=OcclusionConfig)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any model changes the ideal observations."""
+        p, s, n, o = self.placement, self.soft_tissue, self.noise, self.occlusion
+        return any(
+            v > 0
+            for v in (p.slide_mm, p.spin_deg, p.tilt_deg, s.position_mm, s.rotation_deg)
+            + (n.position_mm, n.rotation_deg, o.rate_per_min)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def fingerprint(self) -> str:
+        """Short hash of the knobs (not the preset name)."""
+        d = self.to_dict()
+        d.pop("name")
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "realism config") -> RealismConfig:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: expected a mapping of realism models")
+        groups = {
+            "placement": PlacementConfig,
+            "soft_tissue": SoftTissueConfig,
+            "noise": NoiseConfig,
+            "occlusion": OcclusionConfig,
+        }
+        unknown = set(data) - set(groups) - {"name"}
+        if unknown:
+            raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; expected {list(groups)}")
+        built = {}
+        for key, group_cls in groups.items():
+            built[key] = _group(group_cls, data.get(key) or {}, f"{where}: {key}")
+        return cls(name=str(data.get("name", "custom")), **built)
+
+
+def _group(group_cls, values: dict[str, Any], where: str):
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: expected a mapping")
+    names = {f.name for f in fields(group_cls)}
+    unknown = set(values) - names
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; expected {sorted(names)}")
+    out = {}
+    for key, value in values.items():
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}.{key}: expected a number, got {value!r}") from None
+        if not number >= 0.0 or number == float("inf"):
+            raise ConfigError(f"{where}.{key}: expected a finite value ≥ 0, got {value!r}")
+        out[key] = number
+    group = group_cls(**out)
+    if isinstance(group, SoftTissueConfig) and group.bandwidth_hz <= 0:
+        raise ConfigError(f"{where}.bandwidth_hz: must be > 0")
+    if isinstance(group, OcclusionConfig) and (group.median_s <= 0 or group.max_s < group.min_s):
+        raise ConfigError(f"{where}: need median_s > 0 and max_s ≥ min_s")
+    return group
+
+
+def available_realism() -> list[str]:
+    """Names of the shipped presets."""
+    return sorted(p.stem for p in REALISM_DIR.glob("*.yaml"))
+
+
+def load_realism(name_or_path: str | Path | dict | RealismConfig) -> RealismConfig:
+    """A realism preset by name (``none``, ``realistic``, ``harsh``), YAML path or mapping."""
+    if isinstance(name_or_path, RealismConfig):
+        return name_or_path
+    if isinstance(name_or_path, dict):
+        return RealismConfig.from_dict(name_or_path)
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if not (path.suffix in (".yaml", ".yml") or path.is_file()):
+        path = REALISM_DIR / f"{text}.yaml"
+        if not path.is_file():
+            raise ConfigError(
+                f"unknown realism preset {text!r}; known: {', '.join(available_realism())} "
+                f"(or give a path to a YAML file)"
+            )
+    if not path.is_file():
+        raise ConfigError(f"{path}: realism file not found")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+    if isinstance(data, dict):
+        data.setdefault("name", path.stem)
+    return RealismConfig.from_dict(data, where=str(path))

@@ -1,0 +1,196 @@
+"""Motion → virtual RBM observations: pos (T,N,3), rot (T,N,3,3), valid (T,N), plus joints.
+
+The work per frame is the sparse skinning of the marker vertices and their one-rings, the plate
+frames (:mod:`rbmcap.markers.plates`) and the realism models (:mod:`rbmcap.markers.realism`).
+Frames are processed in fixed-size chunks so memory stays flat however long the motion is, and
+every chunk's result depends only on its own frames, the sequence key and the seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from rbmcap.errors import DataError
+from rbmcap.markers.markerset import MarkerSet, load_marker_set
+from rbmcap.markers.plates import PLATE_STANDOFF, plate_topology, plate_frames
+from rbmcap.markers.realism import (
+    Perturbation,
+    RealismConfig,
+    apply_perturbation,
+    load_realism,
+    sample_perturbation,
+)
+
+CHUNK_FRAMES = 4096
+"""Frames per synthesis chunk: large enough to amortise per-call overhead, small enough for cache."""
+
+
+@dataclass
+class Observations:
+    """Virtual captures of one motion (float32, metres, world frame).
+
+    Attributes:
+        pos: (T, N, 3) plate origins; rot: (T, N, 3, 3) world-from-plate rotations (identity for
+            point-marker sets); valid: (T, N) bool; joints: (T, 24, 3) SMPL joint positions.
+    """
+
+    pos: np.ndarray
+    rot: np.ndarray
+    valid: np.ndarray
+    joints: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.pos.shape[0])
+
+
+def check_motion_arrays(
+    poses, trans=None, betas=None, name: str = "motion"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate and normalise motion arrays.
+
+    Args:
+        poses: (T, 24, 3) or (T, 72) axis-angle; trans: (T, 3) metres (default zeros);
+            betas: (B,) shape (default empty, i.e. the mean shape).
+
+    Returns:
+        poses (T, 24, 3), trans (T, 3), betas (B,) as float32 arrays.
+
+    Raises:
+        DataError: wrong shapes, no frames, or NaN/inf values (the message names the array and
+            the first bad frame).
+    """
+    p = np.asarray(poses, dtype=np.float32)
+    if p.ndim == 2 and p.shape[1] == 72:
+        p = p.reshape(-1, 24, 3)
+    if p.ndim != 3 or p.shape[1:] != (24, 3):
+        raise DataError(f"{name}: poses of shape {p.shape}, expected (T, 24, 3) or (T, 72)")
+    if p.shape[0] == 0:
+        raise DataError(f"{name}: the motion has no frames")
+    t = np.zeros((p.shape[0], 3), np.float32) if trans is None else np.asarray(trans, np.float32)
+    if t.shape != (p.shape[0], 3):
+        raise DataError(f"{name}: trans of shape {t.shape}, expected ({p.shape[0]}, 3)")
+    b = np.zeros(0, np.float32) if betas is None else np.asarray(betas, np.float32).reshape(-1)
+    for label, arr in (("poses", p), ("trans", t)):
+        bad = ~np.isfinite(arr.reshape(arr.shape[0], -1)).all(axis=1)
+        if bad.any():
+            raise DataError(f"{name}: {label} has NaN or infinite values (first at frame "
+                            f"{int(np.argmax(bad))})")
+    if not np.isfinite(b).all():
+        raise DataError(f"{name}: betas has NaN or infinite values")
+    return p, t, b
+
+
+class Synthesizer:
+    """Turns SMPL motions into virtual marker observations on one body with one marker set.
+
+    Args:
+        body: a :class:`rbmcap.body.BodyModel`.
+        markers: a :class:`MarkerSet` or its name / YAML path.
+        realism: a :class:`RealismConfig` or preset name / YAML path (default ``none``).
+        standoff: plate distance from the skin along the normal (m).
+        chunk_frames: frames per chunk (results do not depend on it).
+    """
+
+    def __init__(
+        self,
+        body,
+        markers: MarkerSet | str = "rbm14",
+        realism: RealismConfig | str = "none",
+        *,
+        standoff: float = PLATE_STANDOFF,
+        chunk_frames: int = CHUNK_FRAMES,
+    ) -> None:
+        self.body = body
+        self.markers = markers if isinstance(markers, MarkerSet) else load_marker_set(markers)
+        self.realism = load_realism(realism)
+        self.standoff = float(standoff)
+        self.chunk_frames = int(chunk_frames)
+        self.vertex_ids = self.markers.resolve(body)
+        self.topology = plate_topology(
+            body.faces.cpu().numpy(), body.v_template.detach().cpu().numpy(), self.vertex_ids
+        )
+
+    @property
+    def num_markers(self) -> int:
+        return len(self.markers)
+
+    def perturbation(self, num_frames: int, fps: float, seed: int, key: str) -> Perturbation:
+        """The realism draw of the sequence ``key`` (see :func:`sample_perturbation`)."""
+        return sample_perturbation(self.realism, num_frames, self.num_markers, fps, seed, key)
+
+    def chunks(
+        self, poses, trans=None, betas=None, *, fps: float = 60.0, seed: int = 0, key: str = ""
+    ) -> Iterator[tuple[int, Observations]]:
+        """Synthesise chunk by chunk: yields (first frame, observations of the chunk).
+
+        Args:
+            poses: (T, 24, 3) axis-angle local rotations (joint 0 global, world Z up).
+            trans: (T, 3) root translation (m); betas: (B,) shape.
+            fps: frame rate of the motion (the soft-tissue spectrum and gap durations use it).
+            seed: run seed; key: sequence name (realism draws depend on both, nothing else).
+        """
+        p, t, b = check_motion_arrays(poses, trans, betas, key or "motion")
+        num = p.shape[0]
+        pert = self.perturbation(num, fps, seed, key) if self.realism.enabled else None
+        betas_t = torch.as_tensor(b)
+        skin_ids = self.topology.skin_ids
+        point_set = not self.markers.is_rbm
+        with torch.inference_mode():
+            for start in range(0, num, self.chunk_frames):
+                stop = min(num, start + self.chunk_frames)
+                pc = torch.from_numpy(p[start:stop])
+                tc = torch.from_numpy(t[start:stop])
+                skinned = self.body.skin_vertices(skin_ids, pc, betas_t, tc)
+                joints, _ = self.body.pose_joints(pc, betas_t, tc)
+                pos, rot = plate_frames(skinned, self.topology, self.standoff)
+                if pert is not None:
+                    pos, rot, valid = apply_perturbation(pert, start, pos, rot)
+                else:
+                    valid = torch.ones(pos.shape[:2], dtype=torch.bool)
+                if point_set:
+                    rot = torch.eye(3, dtype=rot.dtype).expand_as(rot)
+                yield start, Observations(
+                    pos=pos.numpy().astype(np.float32, copy=False),
+                    rot=rot.contiguous().numpy().astype(np.float32, copy=False),
+                    valid=valid.numpy(),
+                    joints=joints.numpy().astype(np.float32, copy=False),
+                )
+
+    def __call__(
+        self, poses, trans=None, betas=None, *, fps: float = 60.0, seed: int = 0, key: str = ""
+    ) -> Observations:
+        """Whole-sequence observations (see :meth:`chunks` for the arguments)."""
+        parts = [o for _, o in self.chunks(poses, trans, betas, fps=fps, seed=seed, key=key)]
+        return Observations(
+            pos=np.concatenate([o.pos for o in parts]),
+            rot=np.concatenate([o.rot for o in parts]),
+            valid=np.concatenate([o.valid for o in parts]),
+            joints=np.concatenate([o.joints for o in parts]),
+        )
+
+    def synthesize_motion(self, motion, *, seed: int = 0) -> Observations:
+        """Observations of an :class:`rbmcap.motion.SMPLMotion` (``poses``, ``trans``, ``betas``,
+        ``fps``, ``name``)."""
+        return self(
+            motion.poses, motion.trans, motion.betas, fps=motion.fps, seed=seed, key=motion.name
+        )
+
+
+def synthesize(
+    body,
+    poses,
+    trans=None,
+    betas=None,
+    *,
+    markers: MarkerSet | str = "rbm14",
+    realism: RealismConfig | str = "none",
+    fps: float = 60.0,
+    seed: int = 0,
+    key: str = "",
+) -> Observations:
+    """One-shot convenience: build a :class:`Synthesizer` and run it on one motion."""
+    return Synthesizer(body, markers, realism)(poses, trans, betas, fps=fps, seed=seed, key=key)

@@ -1,0 +1,42 @@
+"""Model files the tests write themselves: SMPL-H variants and chumpy-style pickles."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rbmcap.body.standin.build import build_standin
+from rbmcap.skeleton import SMPLH_PARENTS
+
+
+def smplh_arrays(num_betas: int = 16, seed: int = 0) -> dict[str, np.ndarray]:
+    """An SMPL-H-format body (52 joints, ``num_betas`` betas) made from the stand-in.
+
+    All finger joints of a hand sit at the stand-in's hand joint; the stand-in's hand skinning goes to the index fingers'
+    first joints (SMPL-H's 22 and 37), which is how SMPL's 24 joints map onto SMPL-H's 52.
+    Arrays follow AMASS's SMPL+H ``.npz`` (no hand PCA keys).
+    """
+    base = build_standin()
+    rng = np.random.default_rng(seed)
+    nv = base["v_template"].shape[0]
+    regressor = np.zeros((52, nv))
+    regressor[:22] = base["J_regressor"][:22]
+    weights = np.zeros((nv, 52))
+    weights[:, :22] = base["weights"][:, :22]
+    for side, hand, first in ((0, 22, 22), (1, 23, 37)):
+        for k in range(15):
+            regressor[first + k] = base["J_regressor"][hand]
+        weights[:, first] = base["weights"][:, hand]
+    extra = rng.normal(scale=0.01, size=(nv, 3, max(num_betas - 10, 0)))
+    shapedirs = np.concatenate([base["shapedirs"], extra], axis=-1)[..., :num_betas]
+    posedirs = np.zeros((nv, 3, 9 * 51))
+    kintree = np.array([[2**32 - 1, *SMPLH_PARENTS[1:]], list(range(52))], dtype=np.int64)
+    out = {
+        "v_template": base["v_template"],
+        "f": base["f"],
+        "weights": weights,
+        "J_regressor": regressor,
+        "kintree_table": kintree,
+        "shapedirs": shapedirs,
+        "posedirs": posedirs,
+    }
+    return out

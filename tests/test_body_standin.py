@@ -1,0 +1,159 @@
+"""The open stand-in body: format, geometry, rig and meaning of its shape space."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+import torch
+import trimesh
+
+from rbmcap.body.standin.build import build_standin
+from rbmcap.body.standin.rig import SHAPE_NAMES
+from rbmcap.body.standin.skeleton import REST_JOINTS
+from rbmcap.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def arrays():
+    return build_standin()
+
+
+def test_build_is_fast_and_deterministic(arrays):
+    start = time.perf_counter()
+    again = build_standin()
+    assert time.perf_counter() - start < 3.0  # ~0.6 s here; generous for slow CI machines
+    for key in arrays:
+        np.testing.assert_array_equal(arrays[key], again[key])
+
+
+def test_surface_is_a_closed_mesh_of_smpl_like_size(arrays):
+    mesh = trimesh.Trimesh(arrays["v_template"], arrays["f"], process=False)
+    assert 5000 <= len(arrays["v_template"]) <= 8000
+    assert mesh.is_watertight and mesh.is_winding_consistent and mesh.volume > 0
+    assert 0.045 < mesh.volume < 0.09  # m³: an adult of ~45–90 kg at the density of water
+    angles = np.degrees(mesh.face_angles.min(axis=1))
+    assert np.percentile(angles, 1) > 15  # no marching-cubes slivers
+
+
+def test_adult_proportions(arrays):
+    v = arrays["v_template"]
+    height = v[:, 1].max() - v[:, 1].min()
+    arm_span = v[:, 0].max() - v[:, 0].min()
+    assert 1.6 < height < 1.85
+    assert 0.95 < arm_span / height < 1.08  # arm span ≈ height in adults
+    assert abs(v[:, 0].mean()) < 5e-3  # left-right symmetric
+
+
+def test_joint_regressor_is_exact(arrays):
+    np.testing.assert_allclose(arrays["J_regressor"] @ arrays["v_template"], REST_JOINTS, atol=1e-9)
+    np.testing.assert_allclose(arrays["J_regressor"].sum(axis=1), 1.0, atol=1e-9)
+
+
+def test_skinning_weights_are_a_partition_of_unity_on_the_right_bones(arrays):
+    w = arrays["weights"]
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-9)
+    assert (w >= 0).all()
+    v = arrays["v_template"]
+    hand_tips = v[:, 0] > 0.8
+    assert w[hand_tips][:, 22].mean() > 0.9  # left fingers follow left_hand
+    head_top = v[:, 1] > 0.5
+    assert w[head_top][:, 15].mean() > 0.9
+    left_shin = (v[:, 0] > 0.03) & (np.abs(v[:, 1] + 0.9) < 0.05)
+    assert w[left_shin][:, 4].mean() > 0.9
+    assert w[left_shin][:, [2, 5, 8]].max() == 0  # never on the other leg
+
+
+@pytest.mark.parametrize(
+    ("name", "measure"),
+    [
+        ("height", lambda v, f: v[:, 1].max() - v[:, 1].min()),
+        ("girth", lambda v, f: trimesh.Trimesh(v, f, process=False).volume),
+        ("arm_length", lambda v, f: v[:, 0].max() - v[:, 0].min()),
+        ("leg_length", lambda v, f: -v[:, 1].min()),
+        ("shoulder_width", lambda v, f: np.ptp(v[np.abs(v[:, 1] - 0.22) < 0.02, 0])),
+        ("head_size", lambda v, f: v[:, 1].max()),
+    ],
+)
+def test_shape_directions_mean_what_they_say(standin, name, measure):
+    faces = standin.faces.numpy()
+    beta = torch.zeros(10)
+    beta[SHAPE_NAMES.index(name)] = 1.0
+    with torch.no_grad():
+        lo = standin(torch.zeros(24, 3), -beta).vertices.numpy()
+        hi = standin(torch.zeros(24, 3), beta).vertices.numpy()
+    assert measure(hi, faces) > measure(lo, faces)
+
+
+def test_pose_correctives_swell_a_bent_elbow(standin):
+    pose = torch.zeros(24, 3)
+    pose[18] = torch.tensor([0.0, -1.5, 0.0])
+    with torch.no_grad():
+        with_correctives = standin(pose).vertices
+        saved = standin.smplx_model.posedirs.clone()
+        standin.smplx_model.posedirs.zero_()
+        without = standin(pose).vertices
+        standin.smplx_model.posedirs.copy_(saved)
+    moved = (with_correctives - without).norm(dim=-1)
+    assert 0.004 < moved.max() < 0.02
+    near_elbow = (standin.v_template - standin.rest_joints()[18]).norm(dim=-1) < 0.11
+    assert moved[~near_elbow].max() < 1e-3
+
+
+def test_genders_differ_in_shape_only(tmp_path):
+    male, female = build_standin("male"), build_standin("female")
+    np.testing.assert_array_equal(male["f"], female["f"])
+    assert np.ptp(male["v_template"][:, 1]) > np.ptp(female["v_template"][:, 1])
+
+
+def test_cli_build_info_and_render(tmp_path, capsys):
+    assert main(["body", "build-standin", "--out", str(tmp_path / "m"), "--gender", "neutral"]) == 0
+    assert (tmp_path / "m" / "SMPL_NEUTRAL.npz").is_file()
+    capsys.readouterr()
+    assert main(["body", "info", str(tmp_path / "m"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["kind"] == "smpl" and info["num_joints"] == 24 and info["num_betas"] == 10
+    assert 5000 <= info["num_vertices"] <= 8000 and info["gender"] == "neutral"
+    assert main(["body", "info", "standin", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["source"] == "standin"
+    png = tmp_path / "body.png"
+    assert main(["body", "render", "--model", "standin", "--out", str(png)]) == 0
+    from PIL import Image
+
+    img = np.asarray(Image.open(png).convert("RGB")).astype(int)
+    skin = (img[..., 0] > img[..., 2] + 30) & (img[..., 0] > 80)  # skin tone, not background
+    assert 0.03 < skin.mean() < 0.5
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["body", "info", "/no/such/model.npz"], "no such body model"),
+        (["body", "convert", "/no/such.pkl", "--out", "x.npz"], "no such model file"),
+        (["body", "render", "--out", "body.gif"], "must be a .png"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_nonzero(argv, needle, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err and "Traceback" not in err
+
+
+def test_cli_wrong_format(tmp_path, capsys):
+    bad = tmp_path / "model.npz"
+    bad.write_text("not a model")
+    assert main(["body", "info", str(bad)]) == 2
+    assert "not a readable .npz" in capsys.readouterr().err
+
+
+def test_bench_skinning_reports_both_sides(capsys):
+    assert main(["bench", "skinning", "--json", "--quick"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["machine"]["cpu_count"] >= 1
+    assert result["sparse_vertices"] < 200 and result["max_abs_difference_m"] < 1e-5
+    assert result["speedup"] == pytest.approx(
+        result["full_ms_per_frame"] / result["sparse_ms_per_frame"]
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from rbmcap.bench.timing import median_seconds
+from rbmcap.bench.timing import best_seconds
 from rbmcap.body import load_body_model
 from rbmcap.markers.markerset import load_marker_set
 
@@ -24,11 +24,18 @@ def run(quick: bool = False, model: str = "standin") -> dict:
     poses = 0.3 * torch.randn(BATCH, 24, 3, generator=gen)
     betas = torch.randn(BATCH, body.num_betas, generator=gen)
     trans = torch.randn(BATCH, 3, generator=gen)
-    repeats = 3 if quick else 10
+    repeats = 3 if quick else 15
     with torch.no_grad():
-        full = median_seconds(lambda: body(poses, betas, trans), repeats)
-        sparse = median_seconds(lambda: body.skin_vertices(ids, poses, betas, trans), repeats)
-        err = (body(poses, betas, trans).vertices[:, ids] - body.skin_vertices(ids, poses, betas, trans)).abs().max()
+        times = best_seconds(
+            {
+                "full": lambda: body(poses, betas, trans),
+                "sparse": lambda: body.skin_vertices(ids, poses, betas, trans),
+            },
+            repeats,
+        )
+        full, sparse = times["full"], times["sparse"]
+        dense = body(poses, betas, trans).vertices[:, ids]
+        err = (dense - body.skin_vertices(ids, poses, betas, trans)).abs().max()
     return {
         "model": body.identity,
         "batch": BATCH,

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 
 
-def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
-    """Median wall time of ``fn()`` over ``repeats`` calls after ``warmup`` calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
+def best_seconds(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Best wall time of each function over ``repeats`` rounds, calls interleaved.
+
+    Interleaving exposes every side to the same background load, and the best of several runs
+    is the least noisy estimate of the work itself on a shared machine.
+    """
+    for fn in fns.values():
+        fn()  # warm-up: allocations, lazy caches
+    best = dict.fromkeys(fns, float("inf"))
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best

@@ -6,7 +6,7 @@ MoSh++'s 53-marker layout). Each marker has an SMPL vertex id, used on meshes wi
 and a topology-free :class:`~rbmcap.markers.anchors.Anchor` that finds the vertex on any other mesh.
 
 A reduced set names a ``base`` set and a ``select`` list; a selected marker whose parent is not
-selected hangs from its nearest selected ancestor (the chest, for the reference reduced sets).
+selected hangs from the base set's root (the chest, for the reference reduced sets).
 """
 
 from __future__ import annotations
@@ -69,16 +69,22 @@ class MarkerSet:
             raise ConfigError(f"marker set {self.name!r} has no marker {name!r}") from None
 
     def subset(self, names: list[str] | tuple[str, ...], name: str | None = None) -> MarkerSet:
-        """The markers ``names`` (in that order); orphans hang from their nearest kept ancestor."""
+        """The markers ``names`` (in that order).
+
+        A marker whose parent is not kept hangs from this set's root (the chest for rbm14), as
+        design §5 prescribes for the reduced sets; if the root is not kept either, from the first
+        marker left without a parent.
+        """
         idx = [self.index(n) for n in names]
         if len(set(idx)) != len(idx):
             raise ConfigError(f"subset of {self.name!r} names a marker twice: {list(names)}")
         pos = {old: new for new, old in enumerate(idx)}
         parents = []
+        root = self.parents.index(-1) if -1 in self.parents else -1
         for old in idx:
             p = self.parents[old]
-            while p >= 0 and p not in pos:
-                p = self.parents[p]
+            if p >= 0 and p not in pos:
+                p = root if root in pos and root != old else -1
             parents.append(pos[p] if p >= 0 else -1)
         if self.kind == "rbm":
             parents = _single_root(parents)

@@ -20,11 +20,9 @@ from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS, forward_kinematics
 LEFT_ANKLE, RIGHT_ANKLE = SMPL_JOINT_NAMES.index("left_ankle"), SMPL_JOINT_NAMES.index("right_ankle")
 LEFT_FOOT, RIGHT_FOOT = SMPL_JOINT_NAMES.index("left_foot"), SMPL_JOINT_NAMES.index("right_foot")
 FOOT_JOINTS = (LEFT_FOOT, RIGHT_FOOT)
-SOLE_POINT_JOINTS = (LEFT_ANKLE, LEFT_FOOT, RIGHT_ANKLE, RIGHT_FOOT)
-"""Joint carrying each sole point: left heel, left ball, right heel, right ball."""
 
 _FOOT_REGION_M = 0.15  # rest vertices this close above the sole are all contact candidates
-_HEEL_BACK_M = 0.03  # the heel point sits this far behind the ankle joint
+_SOLE_BAND_M = 0.015  # rest vertices of the feet this close above the sole form the soles
 
 
 @lru_cache(maxsize=4)
@@ -55,16 +53,10 @@ class MotionKinematics:
             rest_verts = self.body.forward(zero, self.betas).vertices.double().numpy()
         self.sole_height = float(rest_verts[:, 1].min())
         """Rest height (canonical Y) of the soles: the lowest rest vertex."""
-        heel = self.rest_joints[[LEFT_ANKLE, RIGHT_ANKLE]].copy()
-        heel[:, 2] -= _HEEL_BACK_M
-        ball = self.rest_joints[[LEFT_FOOT, RIGHT_FOOT]].copy()
-        points = np.stack([heel[0], ball[0], heel[1], ball[1]])
-        points[:, 1] = self.sole_height
-        self.sole_points_rest = points
-        """(4, 3) rest positions of the left heel, left ball, right heel, right ball."""
-        self.candidate_vertices = _contact_candidates(
-            rest_verts, self.body.lbs_weights.detach().double().numpy(), self.sole_height
-        )
+        weights = self.body.lbs_weights.detach().double().numpy()
+        self.sole_vertices, self.sole_side = _sole_vertices(rest_verts, weights, self.sole_height)
+        """(K,) ids of the vertices on the soles and (K,) their foot: 0 left, 1 right."""
+        self.candidate_vertices = _contact_candidates(rest_verts, weights, self.sole_height)
 
     # ------------------------------------------------------------------------------ posing
     def pose(self, poses: np.ndarray, trans: np.ndarray | None = None):
@@ -76,11 +68,19 @@ class MotionKinematics:
             joints = joints + np.asarray(trans)[..., None, :]
         return joints, grot.numpy()
 
-    def sole_points(self, joints: np.ndarray, grot: np.ndarray) -> np.ndarray:
-        """(T, 4, 3) world positions of the heel and ball points (left heel, left ball, ...)."""
-        idx = list(SOLE_POINT_JOINTS)
-        offset = self.sole_points_rest - self.rest_joints[idx]
-        return joints[..., idx, :] + np.einsum("...kab,kb->...ka", grot[..., idx, :, :], offset)
+    def soles(self, poses: np.ndarray, trans: np.ndarray | None = None) -> np.ndarray:
+        """(T, K, 3) world positions of the sole vertices (see ``sole_vertices``)."""
+        return self._skin(self.sole_vertices, poses, trans)
+
+    def _skin(self, ids: np.ndarray, poses: np.ndarray, trans, chunk: int = 512) -> np.ndarray:
+        out = []
+        poses_t = torch.as_tensor(np.asarray(poses), dtype=torch.float32)
+        with torch.no_grad():
+            for start in range(0, len(poses_t), chunk):
+                v = self.body.skin_vertices(ids, poses_t[start : start + chunk], self.betas)
+                out.append(v.double().numpy())
+        pts = np.concatenate(out) if out else np.zeros((0, len(ids), 3))
+        return pts + np.asarray(trans)[:, None, :] if trans is not None else pts
 
     def lowest_candidates(
         self, poses: np.ndarray, trans: np.ndarray | None = None, chunk: int = 512
@@ -91,19 +91,12 @@ class MotionKinematics:
         so for a standing body the result is the exact lowest mesh vertex.
         """
         ids = self.candidate_vertices
-        heights, which = [], []
-        poses_t = torch.as_tensor(np.asarray(poses), dtype=torch.float32)
-        with torch.no_grad():
-            for start in range(0, len(poses_t), chunk):
-                v = self.body.skin_vertices(ids, poses_t[start : start + chunk], self.betas)
-                z = v[..., 2].double().numpy()
-                k = z.argmin(-1)
-                heights.append(np.take_along_axis(z, k[:, None], -1)[:, 0])
-                which.append(ids[k])
-        z = np.concatenate(heights) if heights else np.zeros(0)
+        z = self._skin(ids, poses, None, chunk)[..., 2]
+        k = z.argmin(-1)
+        lowest = np.take_along_axis(z, k[:, None], -1)[:, 0]
         if trans is not None:
-            z = z + np.asarray(trans)[:, 2]
-        return z, np.concatenate(which) if which else np.zeros(0, dtype=np.int64)
+            lowest = lowest + np.asarray(trans)[:, 2]
+        return lowest, ids[k]
 
     def lowest_vertex_heights(
         self, poses: np.ndarray, trans: np.ndarray | None = None, chunk: int = 256
@@ -126,6 +119,19 @@ class MotionKinematics:
         side[np.isin(dominant, (LEFT_ANKLE, LEFT_FOOT))] = 0
         side[np.isin(dominant, (RIGHT_ANKLE, RIGHT_FOOT))] = 1
         return side
+
+
+def _sole_vertices(
+    rest_verts: np.ndarray, weights: np.ndarray, sole: float
+) -> tuple[np.ndarray, np.ndarray]:
+    dominant = weights.argmax(-1)
+    low = rest_verts[:, 1] < sole + _SOLE_BAND_M
+    ids, side = [], []
+    for s, joints in enumerate(((LEFT_ANKLE, LEFT_FOOT), (RIGHT_ANKLE, RIGHT_FOOT))):
+        found = np.nonzero(low & np.isin(dominant, joints))[0]
+        ids.append(found)
+        side.append(np.full(len(found), s))
+    return np.concatenate(ids), np.concatenate(side)
 
 
 def _contact_candidates(rest_verts: np.ndarray, weights: np.ndarray, sole: float) -> np.ndarray:

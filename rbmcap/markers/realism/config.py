@@ -42,7 +42,7 @@ class SoftTissueConfig:
     Attributes:
         position_mm: standard deviation of the displacement, per plate axis (mm).
         rotation_deg: standard deviation of the rotation vector, per plate axis (degrees).
-        bandwidth_hz: cut-off of the wobble's low-pass spectrum (second-order roll-off, Hz).
+        bandwidth_hz: width of the wobble's Gaussian amplitude spectrum exp(-f²/2bw²) (Hz).
     """
 
     position_mm: float = 0.0

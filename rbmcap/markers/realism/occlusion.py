@@ -38,12 +38,18 @@ def sample_gaps(
 
 
 def gaps_to_valid(gaps: np.ndarray, num_frames: int, fps: float) -> np.ndarray:
-    """Validity (T,) of one marker: False in the frames a gap covers (at least one per gap)."""
+    """Validity (T,) of one marker: False in the frames a gap covers.
+
+    Each gap covers at least one frame and is followed by at least one visible frame, so gaps
+    never merge into one longer gap.
+    """
     valid = np.ones(num_frames, dtype=bool)
+    free = 0
     for start, end in gaps:
-        a = int(round(start * fps))
-        b = max(a + 1, int(round(end * fps)))
+        a = max(int(round(start * fps)), free)
+        b = max(a + 1, a + int(round((end - start) * fps)))
         valid[a : min(b, num_frames)] = False
+        free = b + 1
     return valid
 
 

@@ -8,8 +8,12 @@ from rbmcap.markers.realism.config import SoftTissueConfig
 
 
 def lowpass_gain(freqs_hz: np.ndarray, bandwidth_hz: float) -> np.ndarray:
-    """Amplitude response of the wobble spectrum: second-order roll-off above the bandwidth."""
-    return 1.0 / np.sqrt(1.0 + (np.asarray(freqs_hz) / bandwidth_hz) ** 4)
+    """Amplitude response of the wobble spectrum: a Gaussian, exp(-f² / (2 bandwidth²)).
+
+    A Gaussian spectrum gives a smooth (infinitely differentiable) process with practically no
+    energy above three bandwidths, like soft tissue swinging on a segment.
+    """
+    return np.exp(-0.5 * (np.asarray(freqs_hz) / bandwidth_hz) ** 2)
 
 
 def smooth_noise(

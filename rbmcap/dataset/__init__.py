@@ -1,0 +1,25 @@
+"""Synthesised datasets (design §9): manifest + memory-mapped arrays, per split.
+
+Write with :func:`synthesize_dataset` (``rbmcap synth``), merge shards with
+:func:`merge_datasets`, read with :class:`RBMDataset`.
+"""
+
+from rbmcap.dataset.build import SynthOptions, SynthReport, parse_shard, synthesize_dataset
+from rbmcap.dataset.manifest import ARRAY_DTYPES, FORMAT_VERSION, Manifest, SequenceEntry
+from rbmcap.dataset.merge import merge_datasets
+from rbmcap.dataset.reader import RBMDataset, Windows, dataset_info
+
+__all__ = [
+    "ARRAY_DTYPES",
+    "FORMAT_VERSION",
+    "Manifest",
+    "RBMDataset",
+    "SequenceEntry",
+    "SynthOptions",
+    "SynthReport",
+    "Windows",
+    "dataset_info",
+    "merge_datasets",
+    "parse_shard",
+    "synthesize_dataset",
+]

@@ -1,0 +1,158 @@
+"""Input features: RBM observations → network inputs, and network outputs → world SMPL.
+
+Four encodings (design §6), chosen by config:
+
+- ``raw``: world positions and rotations (6D) of every plate.
+- ``paper``: positions relative to the root (chest) plate, orientations relative to the parent
+  plate, the root plate's global rotation and position appended.
+- ``canonical``: a heading frame is taken from the root plate (its yaw about world Z, at its
+  position); every position and rotation is expressed in it, so the features are invariant to a
+  global yaw and a translation; the root orientation and translation are predicted in that frame
+  and composed back.
+- ``kinematic``: as ``canonical``, but each plate's rotation is first turned into an estimate of
+  its bone's global rotation (plate rotation times the inverse of the plate's rest orientation on
+  the body, so a rigidly carried plate gives the bone's rotation exactly), and the relative
+  rotations between parent and child plates' bones (the local rotations of the joints they span)
+  are added.
+
+Every encoding appends the validity mask per plate and zeroes a missing plate's features, so a
+missing marker is *masked*, never zeros posing as data; the reference is the root plate, so
+masking a plate changes no other plate's features except its children's relative rotations.
+(The design's ``paper`` uses the marker centroid as the position reference; a centroid moves
+whenever any marker drops out, which would corrupt every feature during occlusions, so rbmcap
+uses the root plate instead.)
+
+Shapes: ``pos (..., T, N, 3)`` metres, ``rot (..., T, N, 3, 3)`` world-from-plate, ``valid
+(..., T, N)`` bool; features ``(..., T, F)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rbmcap.errors import ConfigError
+
+FEATURE_KINDS = ("raw", "paper", "canonical", "kinematic")
+
+
+def matrix_to_6d(rot: torch.Tensor) -> torch.Tensor:
+    """(..., 3, 3) → (..., 6): the first two columns, column after column."""
+    return rot[..., :, :2].transpose(-1, -2).reshape(*rot.shape[:-2], 6)
+
+
+def heading_frame(root_rot: torch.Tensor) -> torch.Tensor:
+    """(..., 3, 3) rotation about world Z that carries the root plate's heading.
+
+    The heading is the horizontal direction of the plate's x axis (its outward normal: forward
+    for a chest plate); where that is near vertical the plate's z axis takes over smoothly.
+    """
+    fwd = root_rot[..., :, 0] + 0.1 * root_rot[..., :, 2]
+    fx, fy = fwd[..., 0], fwd[..., 1]
+    norm = torch.sqrt(fx * fx + fy * fy).clamp_min(1e-8)
+    c, s = fx / norm, fy / norm
+    zero, one = torch.zeros_like(c), torch.ones_like(c)
+    return torch.stack(
+        [torch.stack([c, -s, zero], -1), torch.stack([s, c, zero], -1), torch.stack([zero, zero, one], -1)],
+        dim=-2,
+    )
+
+
+@dataclass
+class FrameContext:
+    """What decoding needs from the inputs: reference position (..., T, 3), frame (..., T, 3, 3)."""
+
+    origin: torch.Tensor
+    frame: torch.Tensor
+
+
+class FeatureEncoder(torch.nn.Module):
+    """Encodes RBM observations for a given marker set.
+
+    Args:
+        kind: one of :data:`FEATURE_KINDS`.
+        parents: parent plate index per plate (-1 for the root), the marker set's tree.
+        plate_rest_rot: (N, 3, 3) each plate's rotation on the body in the rest pose
+            (canonical frame, zero betas); needed by ``kinematic``.
+    """
+
+    def __init__(self, kind: str, parents, plate_rest_rot: torch.Tensor | None = None) -> None:
+        super().__init__()
+        if kind not in FEATURE_KINDS:
+            raise ConfigError(f"unknown input features {kind!r}; expected one of {FEATURE_KINDS}")
+        roots = [i for i, p in enumerate(parents) if p < 0]
+        if len(roots) != 1:
+            raise ConfigError(f"marker tree must have exactly one root, got {len(roots)}")
+        self.kind = kind
+        self.root = roots[0]
+        self.parents = [int(p) for p in parents]
+        self.num_markers = len(self.parents)
+        if kind == "kinematic":
+            if plate_rest_rot is None:
+                raise ConfigError("kinematic features need the plates' rest orientations")
+            self.register_buffer("rest_inv", plate_rest_rot.transpose(-1, -2).contiguous())
+        parent_idx = torch.tensor([p if p >= 0 else i for i, p in enumerate(self.parents)])
+        self.register_buffer("parent_idx", parent_idx, persistent=False)
+
+    @property
+    def dim(self) -> int:
+        """Feature size per frame."""
+        n = self.num_markers
+        per_marker = {"raw": 10, "paper": 10, "canonical": 10, "kinematic": 16}[self.kind]
+        extra = {"raw": 0, "paper": 9, "canonical": 1, "kinematic": 1}[self.kind]
+        return n * per_marker + extra
+
+    @property
+    def predicts_in_heading_frame(self) -> bool:
+        return self.kind in ("canonical", "kinematic")
+
+    def forward(self, pos, rot, valid) -> tuple[torch.Tensor, FrameContext]:
+        mask = valid.to(pos.dtype)[..., None]
+        rot = torch.where(mask[..., None] > 0, rot, torch.eye(3, dtype=rot.dtype, device=rot.device))
+        pos = pos * mask
+        root_pos, root_rot = pos[..., self.root, :], rot[..., self.root, :, :]
+        eye = torch.eye(3, dtype=pos.dtype, device=pos.device).expand_as(root_rot)
+        if self.kind == "raw":
+            ctx = FrameContext(torch.zeros_like(root_pos), eye)
+            feats = [pos, matrix_to_6d(rot)]
+            extra = []
+        elif self.kind == "paper":
+            ctx = FrameContext(root_pos, eye)
+            rel_rot = rot[..., self.parent_idx, :, :].transpose(-1, -2) @ rot
+            root_mask = mask[..., self.root, :]
+            rel_rot[..., self.root, :, :] = root_rot
+            rel_pos = (pos - root_pos[..., None, :]) * mask * root_mask[..., None, :]
+            feats = [rel_pos, matrix_to_6d(rel_rot)]
+            extra = [root_pos, matrix_to_6d(root_rot)]
+        else:
+            frame = heading_frame(root_rot)
+            ctx = FrameContext(root_pos, frame)
+            ht = frame.transpose(-1, -2)[..., None, :, :]
+            local_pos = (ht @ (pos - root_pos[..., None, :])[..., None])[..., 0]
+            local_pos = local_pos * mask * mask[..., self.root : self.root + 1, :]
+            if self.kind == "canonical":
+                feats = [local_pos, matrix_to_6d(ht @ rot)]
+            else:
+                bone = rot @ self.rest_inv
+                spans = bone[..., self.parent_idx, :, :].transpose(-1, -2) @ bone
+                both = mask * mask[..., self.parent_idx, :]
+                feats = [local_pos, matrix_to_6d(ht @ bone), matrix_to_6d(spans) * both]
+            extra = [root_pos[..., 2:3]]
+        per_marker = torch.cat([*feats, mask], dim=-1) * mask
+        per_marker = torch.cat([per_marker[..., :-1], mask], dim=-1)
+        x = torch.cat([per_marker.flatten(-2), *extra], dim=-1)
+        return x, ctx
+
+    @staticmethod
+    def decode_root(root_rot: torch.Tensor, trans_offset: torch.Tensor, ctx: FrameContext):
+        """Network-frame root rotation (..., T, 3, 3) and translation offset (..., T, 3) → world."""
+        world_rot = ctx.frame @ root_rot
+        trans = ctx.origin + (ctx.frame @ trans_offset[..., None])[..., 0]
+        return world_rot, trans
+
+    @staticmethod
+    def encode_root(world_rot: torch.Tensor, trans: torch.Tensor, ctx: FrameContext):
+        """Inverse of :meth:`decode_root` (targets in the network's frame)."""
+        ft = ctx.frame.transpose(-1, -2)
+        return ft @ world_rot, (ft @ (trans - ctx.origin)[..., None])[..., 0]

@@ -1,0 +1,198 @@
+"""Training losses: rotation distances on SO(3) and the shape and translation terms.
+
+Every function is pure, accepts any leading batch dimensions (broadcasting between prediction and
+target where torch broadcasts) and reduces to a scalar mean, except :func:`geodesic_angle`, which
+returns one angle per rotation. Rotations are (..., 3, 3) matrices; quaternions are XYZW (roma).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import roma
+import torch
+
+from rbmcap.errors import ConfigError
+from rbmcap.model.rotation6d import matrix_to_rotation_6d, rotation_6d_to_matrix
+
+__all__ = [
+    "ROTATION_LOSSES",
+    "axis_angle_mse",
+    "betas_l1",
+    "chordal_loss",
+    "geodesic_angle",
+    "geodesic_loss",
+    "matrix_to_rotation_6d",
+    "rotation_6d_to_matrix",
+    "rotation_loss",
+    "rotmat_mse",
+    "sixd_mse",
+    "trans_l2",
+]
+
+RotationLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _safe_norm(v: torch.Tensor) -> torch.Tensor:
+    """Euclidean norm over the last dim whose gradient is 0 (not NaN) at the zero vector."""
+    sq = (v * v).sum(-1)
+    positive = sq > 0
+    # The inner where keeps sqrt away from 0, so its backward never divides by zero.
+    return torch.where(positive, torch.where(positive, sq, torch.ones_like(sq)).sqrt(), 0.0)
+
+
+def geodesic_angle(R_pred: torch.Tensor, R_true: torch.Tensor) -> torch.Tensor:
+    """Geodesic distance on SO(3): the angle of the relative rotation ``R_predᵀ R_true``.
+
+    Args:
+        R_pred, R_true: (..., 3, 3) rotation matrices (broadcastable).
+
+    Returns:
+        (...) angles in radians, in [0, π].
+
+    The angle θ of M = R_predᵀ R_true is recovered as ``atan2(sin θ, cos θ)`` with
+    ``sin θ = ‖vee(M − Mᵀ)‖ / 2`` and ``cos θ = (tr M − 1) / 2``. This is exact to float precision
+    over the whole range and differentiable everywhere: atan2's derivative is bounded because
+    sin² + cos² = 1, and the norm is written so its gradient at the zero vector (θ = 0 or
+    exactly π) is 0. The alternatives fail at one end: ``roma.rotmat_geodesic_distance``
+    (2·asin(‖R₁ − R₂‖_F / 2√2)) is exact near 0 but, in float32, off by ~6e-4 rad at π − 1e-4 and
+    its gradient blows up at π unless its input is clamped below 1, which caps the angle; the
+    trace formula ``acos((tr M − 1)/2)`` loses precision and has an infinite gradient at both 0
+    and π.
+    """
+    M = R_pred.transpose(-1, -2) @ R_true
+    # vee(M - Mᵀ) = 2 sin θ · axis
+    skew = torch.stack(
+        (M[..., 2, 1] - M[..., 1, 2], M[..., 0, 2] - M[..., 2, 0], M[..., 1, 0] - M[..., 0, 1]),
+        dim=-1,
+    )
+    return torch.atan2(0.5 * _safe_norm(skew), roma.rotmat_cosine_angle(M))
+
+
+def geodesic_loss(R_pred: torch.Tensor, R_true: torch.Tensor) -> torch.Tensor:
+    """Mean geodesic angle (radians) over all rotations; see :func:`geodesic_angle`.
+
+    Args:
+        R_pred, R_true: (..., 3, 3) rotation matrices.
+
+    Returns:
+        () scalar, radians.
+    """
+    return geodesic_angle(R_pred, R_true).mean()
+
+
+def chordal_loss(R_pred: torch.Tensor, R_true: torch.Tensor) -> torch.Tensor:
+    """Mean quaternion chordal distance ``4 (1 − ⟨q̂, q⟩²)``, sign-invariant.
+
+    Equals ``4 sin²(θ/2) = 2 (1 − cos θ)`` for a relative rotation of angle θ: 0 for identical
+    rotations, 4 at θ = π. Quaternions from ``roma.rotmat_to_unitquat`` (XYZW).
+
+    Args:
+        R_pred, R_true: (..., 3, 3) rotation matrices.
+
+    Returns:
+        () scalar, dimensionless.
+    """
+    dot = (roma.rotmat_to_unitquat(R_pred) * roma.rotmat_to_unitquat(R_true)).sum(-1)
+    return (4.0 * (1.0 - dot * dot)).mean()
+
+
+def axis_angle_mse(R_pred: torch.Tensor, R_true: torch.Tensor) -> torch.Tensor:
+    """Mean squared difference of rotation-vector components (``roma.rotmat_to_rotvec``).
+
+    The mean runs over every component, i.e. per rotation ``‖r̂ − r‖² / 3``. Rotation vectors
+    jump at θ = π (r and −r are the same rotation), which is the weakness this ablation measures.
+
+    Args:
+        R_pred, R_true: (..., 3, 3) rotation matrices.
+
+    Returns:
+        () scalar, rad².
+    """
+    diff = roma.rotmat_to_rotvec(R_pred) - roma.rotmat_to_rotvec(R_true)
+    return (diff * diff).mean()
+
+
+def _as_6d(x: torch.Tensor) -> torch.Tensor:
+    return matrix_to_rotation_6d(x) if x.shape[-2:] == (3, 3) else x
+
+
+def sixd_mse(R_pred: torch.Tensor, R_true: torch.Tensor) -> torch.Tensor:
+    """Mean squared difference of the 6D representations (first two matrix columns).
+
+    Either argument may be given as (..., 3, 3) matrices or directly as (..., 6) vectors, so the
+    loss can be put on a network's raw, not yet orthonormalised 6D output. The mean runs over the
+    six components.
+
+    Args:
+        R_pred, R_true: (..., 3, 3) rotation matrices or (..., 6) 6D vectors.
+
+    Returns:
+        () scalar, dimensionless.
+    """
+    diff = _as_6d(R_pred) - _as_6d(R_true)
+    return (diff * diff).mean()
+
+
+def rotmat_mse(R_pred: torch.Tensor, R_true: torch.Tensor) -> torch.Tensor:
+    """Mean squared difference of the nine matrix entries.
+
+    Args:
+        R_pred, R_true: (..., 3, 3) rotation matrices.
+
+    Returns:
+        () scalar, dimensionless (``‖R̂ − R‖²_F / 9 = 8 sin²(θ/2) / 9`` per rotation).
+    """
+    diff = R_pred - R_true
+    return (diff * diff).mean()
+
+
+def betas_l1(betas_pred: torch.Tensor, betas_true: torch.Tensor) -> torch.Tensor:
+    """Mean absolute difference of shape coefficients.
+
+    Args:
+        betas_pred, betas_true: (..., B) SMPL shape coefficients (unitless, ~N(0, 1)).
+
+    Returns:
+        () scalar, mean over every coefficient.
+    """
+    return (betas_pred - betas_true).abs().mean()
+
+
+def trans_l2(trans_pred: torch.Tensor, trans_true: torch.Tensor) -> torch.Tensor:
+    """Mean Euclidean distance between translations.
+
+    The distance (not its square) is used so the term reads in metres, like MPJPE, and keeps a
+    constant pull as the error shrinks; its gradient at a zero error is 0, not NaN.
+
+    Args:
+        trans_pred, trans_true: (..., 3) translations in metres.
+
+    Returns:
+        () scalar, metres.
+    """
+    return _safe_norm(trans_pred - trans_true).mean()
+
+
+ROTATION_LOSSES: dict[str, RotationLoss] = {
+    "geodesic": geodesic_loss,
+    "chordal": chordal_loss,
+    "axis_angle_mse": axis_angle_mse,
+    "sixd_mse": sixd_mse,
+    "rotmat_mse": rotmat_mse,
+}
+
+
+def rotation_loss(name: str) -> RotationLoss:
+    """The rotation loss called ``name``: ``loss(R_pred, R_true) -> scalar``.
+
+    Names: ``geodesic``, ``chordal``, ``axis_angle_mse``, ``sixd_mse``, ``rotmat_mse``.
+
+    Raises:
+        ConfigError: for an unknown name.
+    """
+    try:
+        return ROTATION_LOSSES[name]
+    except KeyError:
+        known = ", ".join(ROTATION_LOSSES)
+        raise ConfigError(f"unknown rotation loss {name!r}; known: {known}") from None

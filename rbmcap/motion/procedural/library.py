@@ -1,0 +1,204 @@
+"""The procedural motion library: a registry of kinds, one motion per seed, and whole AMASS-like
+folders of them with split lists.
+
+Folder layout (as AMASS): ``OUT/Procedural/S{k:02d}/{kind}_{i:04d}_poses.npz``, one subject
+folder per body shape with its ``shape.npz``, and ``OUT/splits/{train,val,test}.txt`` assigning
+whole subjects to splits (so test bodies are unseen), readable by
+``rbmcap.motion.amass.discover(OUT, split_lists=OUT / "splits")``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from rbmcap.errors import ConfigError
+from rbmcap.motion.kinematics import MotionKinematics, standin_body
+from rbmcap.motion.limits import JointLimits
+from rbmcap.motion.procedural import explore, gait, stationary
+from rbmcap.motion.procedural.base import Built, ground_and_plant
+from rbmcap.motion.procedural.footlock import lock_feet
+from rbmcap.motion.smpl_motion import SMPLMotion
+
+Generator = Callable[[np.random.Generator, float, MotionKinematics], Built]
+
+KINDS: dict[str, Generator] = {
+    "walk": gait.walk,
+    "run": gait.run,
+    "walk_turn": gait.walk_turn,
+    "turn_in_place": gait.turn_in_place,
+    "squat": stationary.squat,
+    "arm_raise": stationary.arm_raise,
+    "reach": stationary.reach,
+    "jumping_jack": stationary.jumping_jack,
+    "bend": stationary.bend,
+    "kick": stationary.kick,
+    "explore": explore.explore,
+}
+"""Every procedural motion kind, by name."""
+
+GAIT_KINDS = ("walk", "run", "walk_turn", "turn_in_place")
+DATASET_NAME = "Procedural"
+NUM_STORED_BETAS = 16  # as AMASS's SMPL+H files
+_SHAPE_STD = 0.8
+_SHAPE_CLIP = 2.0
+
+
+def sample_betas(rng: np.random.Generator, num_betas: int) -> np.ndarray:
+    """A plausible body shape: the model's betas ~ N(0, 0.8²) clipped to ±2, padded to 16."""
+    betas = np.zeros(max(NUM_STORED_BETAS, num_betas))
+    betas[:num_betas] = np.clip(rng.normal(0.0, _SHAPE_STD, num_betas), -_SHAPE_CLIP, _SHAPE_CLIP)
+    return betas
+
+
+def generate(
+    kind: str,
+    seed: int,
+    *,
+    fps: float = 60.0,
+    betas: np.ndarray | None = None,
+    body=None,
+    name: str | None = None,
+    limits: JointLimits | None = None,
+) -> SMPLMotion:
+    """One procedural motion of ``kind``; the same arguments give the same motion.
+
+    Args:
+        kind: a key of :data:`KINDS`.
+        seed: the random seed (speeds, durations, amplitudes, and the shape if not given).
+        fps: frame rate.
+        betas: body shape; default a random one drawn from the seed.
+        body: the body model that stands the motion on the floor; default the stand-in.
+        name: motion name; default ``{kind}_{seed}``.
+        limits: joint limits to clip to; default ``conf/motion/joint_limits.yaml``.
+    """
+    if kind not in KINDS:
+        raise ConfigError(f"unknown motion kind {kind!r}; expected one of {', '.join(KINDS)}")
+    rng = np.random.default_rng(seed)
+    body = body if body is not None else standin_body()
+    if betas is None:
+        betas = sample_betas(rng, body.num_betas)
+    kin = MotionKinematics(body, betas)
+    limits = limits or JointLimits.load()
+    built = KINDS[kind](rng, fps, kin)
+    poses = limits.clip(built.track.rotvecs())
+    trans = ground_and_plant(poses, kin, built.flight, fps)
+    poses = limits.clip(lock_feet(poses, trans, kin, fps))
+    trans = ground_and_plant(poses, kin, built.flight, fps)
+    return SMPLMotion(
+        poses=poses,
+        trans=trans,
+        betas=betas,
+        gender=getattr(body, "gender", "neutral"),
+        fps=fps,
+        name=name or f"{kind}_{seed}",
+        source={
+            "generator": "rbmcap.motion.procedural",
+            "kind": kind,
+            "seed": int(seed),
+            "params": {k: _plain(v) for k, v in built.params.items()},
+        },
+    )
+
+
+def generate_library(
+    out: str | Path,
+    num: int,
+    seed: int,
+    *,
+    kinds: Sequence[str] | None = None,
+    fps: float = 60.0,
+    num_subjects: int | None = None,
+    body=None,
+    progress: Callable[[int, int, Path], None] | None = None,
+) -> list[Path]:
+    """Write ``num`` motions cycling through ``kinds`` into an AMASS-like folder.
+
+    Args:
+        out: the output root.
+        num: number of motions.
+        seed: master seed; each motion's own seed and each subject's shape derive from it.
+        kinds: kinds to cycle through (default all, in :data:`KINDS` order).
+        fps: frame rate of the files.
+        num_subjects: body shapes to spread the motions over (default ``max(1, num // 4)``,
+            at most 50).
+        body: body model (default the stand-in).
+        progress: called with (index, num, path) after each file.
+
+    Returns:
+        The written motion files, in order.
+    """
+    kinds = list(kinds) if kinds else list(KINDS)
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise ConfigError(f"unknown motion kind(s) {', '.join(unknown)}; expected {', '.join(KINDS)}")
+    if num < 1:
+        raise ConfigError(f"num must be at least 1, got {num}")
+    out = Path(out)
+    body = body if body is not None else standin_body()
+    n_subj = num_subjects or min(50, max(1, num // 4))
+    master = np.random.default_rng(seed)
+    subject_betas = [sample_betas(master, body.num_betas) for _ in range(n_subj)]
+    motion_seeds = master.integers(0, 2**31 - 1, size=num)
+    subject_of = master.permutation(np.arange(num) % n_subj)
+    splits = _subject_splits(n_subj, master)
+    written, lists = [], {"train": [], "val": [], "test": []}
+    for s, betas in enumerate(subject_betas):
+        folder = out / DATASET_NAME / f"S{s:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        _save_shape(folder / "shape.npz", betas, body)
+    limits = JointLimits.load()
+    for i in range(num):
+        kind = kinds[i % len(kinds)]
+        s = int(subject_of[i])
+        rel = f"{DATASET_NAME}/S{s:02d}/{kind}_{i:04d}_poses.npz"
+        motion = generate(
+            kind,
+            int(motion_seeds[i]),
+            fps=fps,
+            betas=subject_betas[s],
+            body=body,
+            name=f"{kind}_{i:04d}",
+            limits=limits,
+        )
+        motion.source["subject"] = f"S{s:02d}"
+        path = motion.save(out / rel)
+        written.append(path)
+        lists[splits[s]].append(rel)
+        if progress:
+            progress(i, num, path)
+    split_dir = out / "splits"
+    split_dir.mkdir(parents=True, exist_ok=True)
+    for split, rels in lists.items():
+        (split_dir / f"{split}.txt").write_text("".join(f"{r}\n" for r in rels))
+    return written
+
+
+def _subject_splits(n: int, rng: np.random.Generator) -> list[str]:
+    """Whole subjects to splits: about 80/10/10, each of val and test non-empty from 3 up."""
+    n_val = n_test = max(1, round(0.1 * n)) if n >= 3 else 0
+    order = rng.permutation(n)
+    split = ["train"] * n
+    for k in order[:n_val]:
+        split[k] = "val"
+    for k in order[n_val : n_val + n_test]:
+        split[k] = "test"
+    return split
+
+
+def _save_shape(path: Path, betas: np.ndarray, body) -> None:
+    # AMASS keeps each subject's shape next to its sequences.
+    with open(path, "wb") as fh:
+        np.savez_compressed(
+            fh, betas=betas, gender=np.array(getattr(body, "gender", "neutral"))
+        )
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value

@@ -1,0 +1,329 @@
+"""Retarget a BVH skeleton's motion onto SMPL (design §4).
+
+The method copies *global* segment orientations, not local Euler angles, so it does not care how
+the BVH's joints are framed or how many helper joints it has:
+
+1. A joint map (YAML) names, for SMPL joint j, the BVH joint k whose rotation drives the same body
+   segment (the bone from j towards its child).
+2. Rest-pose alignment: Q_j is the rotation that turns SMPL's rest segment j onto the BVH's rest
+   segment k — the pelvis by a best fit of the body's up and left-right directions, every other
+   segment by the smallest extra turn of its bone direction on top of its parent's Q. A BVH in
+   A-pose, with arms hanging, or facing another way is thus aligned segment by segment.
+3. Per frame the SMPL global rotation is G_j = C · B_k · Q_j, with B_k the BVH joint's global
+   rotation and C the turn from the BVH's world (Y up unless the map says Z) to rbmcap's Z-up world.
+4. SMPL joints the map leaves out take a rotation interpolated (slerp) between their nearest
+   mapped ancestor and nearest mapped descendant along the chain — a missing spine joint shares
+   the bend of its neighbours — or their parent's rotation when nothing below them is mapped.
+5. The root path is the BVH root's, in metres, scaled by the ratio of SMPL's to the BVH's leg
+   length so steps fit the SMPL legs; optionally the floor is re-estimated from foot contacts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import roma
+import torch
+
+from rbmcap.errors import ConfigError, FormatError
+from rbmcap.motion._config import CONF_DIR, load_yaml_mapping
+from rbmcap.motion.bvh import BVH, read_bvh
+from rbmcap.motion.kinematics import MotionKinematics
+from rbmcap.motion.rotations import rotation_between, rotmat_slerp_pairwise
+from rbmcap.motion.smpl_motion import SMPLMotion
+from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
+
+JOINT_MAP_DIR = CONF_DIR / "joint_maps"
+DEFAULT_JOINT_MAP = "cmu"
+_INDEX = {name: i for i, name in enumerate(SMPL_JOINT_NAMES)}
+_CHILDREN = {j: [c for c, p in enumerate(SMPL_PARENTS) if p == j] for j in range(24)}
+# The child whose bone defines a segment's direction where a joint has several children.
+_PRIMARY_CHILD = {j: (c[0] if c else None) for j, c in _CHILDREN.items()}
+_PRIMARY_CHILD[_INDEX["pelvis"]] = _INDEX["spine1"]
+_PRIMARY_CHILD[_INDEX["spine3"]] = _INDEX["neck"]
+
+
+@dataclass(frozen=True)
+class JointMap:
+    """Which BVH joint drives each SMPL joint, and the BVH's units and up axis.
+
+    Attributes:
+        name: a label for messages and metadata.
+        joints: SMPL joint name → BVH joint name (the pelvis is required).
+        units_to_metres: metres per BVH length unit (0.01 for cm).
+        up_axis: the BVH world's up axis, 'y' or 'z'.
+        path: the YAML it came from, if any.
+    """
+
+    name: str
+    joints: dict[str, str]
+    units_to_metres: float = 1.0
+    up_axis: str = "y"
+    path: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        where = self.path or f"joint map {self.name!r}"
+        unknown = [j for j in self.joints if j not in _INDEX]
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown SMPL joint(s) {', '.join(unknown)}; expected names from "
+                f"rbmcap.skeleton.SMPL_JOINT_NAMES"
+            )
+        if "pelvis" not in self.joints:
+            raise ConfigError(f"{where}: the pelvis must be mapped (it carries the root motion)")
+        if not (self.units_to_metres > 0):
+            raise ConfigError(f"{where}: units_to_metres must be positive")
+        if self.up_axis not in ("y", "z"):
+            raise ConfigError(f"{where}: up_axis must be 'y' or 'z', got {self.up_axis!r}")
+
+    @classmethod
+    def load(cls, spec: str | Path = DEFAULT_JOINT_MAP) -> JointMap:
+        """Load a joint map from a YAML path, or by name from ``conf/joint_maps/<name>.yaml``."""
+        path = Path(spec)
+        if not path.is_file() and path.suffix == "" and len(path.parts) == 1:
+            path = JOINT_MAP_DIR / f"{spec}.yaml"
+        data = load_yaml_mapping(path)
+        joints = data.get("joints")
+        if not isinstance(joints, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in joints.items()
+        ):
+            raise ConfigError(f"{path}: expected 'joints', a mapping of SMPL joint → BVH joint")
+        try:
+            units = float(data.get("units_to_metres", 1.0))
+        except (TypeError, ValueError):
+            raise ConfigError(f"{path}: units_to_metres must be a number") from None
+        return cls(
+            name=str(data.get("name", path.stem)),
+            joints=dict(joints),
+            units_to_metres=units,
+            up_axis=str(data.get("up_axis", "y")).lower(),
+            path=str(path),
+        )
+
+    def check_covers(self, bvh: BVH) -> None:
+        """Raise FormatError naming the BVH joints this map needs that the file lacks."""
+        missing = [b for b in self.joints.values() if b not in bvh.names]
+        if missing:
+            raise FormatError(
+                f"{bvh.path}: joint map {self.name!r} needs BVH joint(s) "
+                f"{', '.join(missing)}, which the file lacks (it has: {', '.join(bvh.names)}); "
+                f"pass a joint map for this skeleton"
+            )
+
+
+def bvh_to_motion(
+    path: str | Path, joint_map: JointMap | str | Path | None = None, **kwargs
+) -> SMPLMotion:
+    """Read a BVH file and retarget it (see :func:`retarget_bvh` for the options)."""
+    bvh = read_bvh(path)
+    kwargs.setdefault("name", Path(path).stem)
+    return retarget_bvh(bvh, joint_map, **kwargs)
+
+
+def retarget_bvh(
+    bvh: BVH,
+    joint_map: JointMap | str | Path | None = None,
+    *,
+    body=None,
+    betas: np.ndarray | None = None,
+    fps: float | None = None,
+    floor: str = "auto",
+    translation_scale: float | str = "auto",
+    name: str | None = None,
+) -> SMPLMotion:
+    """Retarget a parsed BVH onto SMPL.
+
+    Args:
+        bvh: the parsed file.
+        joint_map: a :class:`JointMap`, a YAML path or a map name; default the CMU map.
+        body: body model whose rest skeleton receives the motion; default the stand-in.
+        betas: (B,) shape of that body; default zeros.
+        fps: resample to this rate (default: keep the file's rate).
+        floor: 'auto' re-estimates the floor from foot contacts (the median height of the lowest
+            mesh point over frames where it rests on a foot) and puts it at z = 0; 'bvh' keeps
+            the file's ground plane (height 0 along its up axis).
+        translation_scale: 'auto' scales the root path by SMPL's / the BVH's leg length; or a
+            number (1.0 keeps the file's path in metres).
+        name: the motion's name.
+
+    Returns:
+        The motion, world frame Z up, metres.
+    """
+    if not isinstance(joint_map, JointMap):
+        joint_map = JointMap.load(joint_map if joint_map is not None else DEFAULT_JOINT_MAP)
+    if floor not in ("auto", "bvh"):
+        raise ConfigError(f"floor must be 'auto' or 'bvh', got {floor!r}")
+    joint_map.check_covers(bvh)
+    kin = MotionKinematics(body, betas)
+    mapped = {_INDEX[s]: bvh.index(b) for s, b in joint_map.joints.items()}
+    units = joint_map.units_to_metres
+    bvh_rest = bvh.rest_positions() * units
+    smpl_rest = kin.rest_joints
+
+    b_rot, b_pos = bvh.global_transforms()
+    world = _world_from_bvh(joint_map.up_axis)
+    align = _rest_alignment(mapped, smpl_rest, bvh_rest)
+    globals_ = _smpl_global_rotations(mapped, align, world, torch.from_numpy(b_rot))
+    parents = torch.tensor([max(p, 0) for p in SMPL_PARENTS])
+    local = globals_[:, parents].transpose(-1, -2) @ globals_
+    local[:, 0] = globals_[:, 0]
+    poses = roma.rotmat_to_rotvec(local).numpy()
+
+    if translation_scale == "auto":
+        scale = _leg_ratio(mapped, smpl_rest, bvh_rest)
+    else:
+        try:
+            scale = float(translation_scale)
+        except (TypeError, ValueError):
+            raise ConfigError(f"translation_scale must be 'auto' or a number") from None
+    root = b_pos[:, mapped[0]] * units * scale
+    trans = root @ world.numpy().T - smpl_rest[0]
+
+    n_betas = kin.body.num_betas
+    motion = SMPLMotion(
+        poses=poses,
+        trans=trans,
+        betas=np.asarray(kin.betas.double().numpy()[:n_betas]),
+        fps=bvh.fps,
+        name=name or Path(bvh.path).stem,
+        source={
+            "file": bvh.path,
+            "format": "bvh",
+            "joint_map": joint_map.name,
+            "translation_scale": scale,
+        },
+    )
+    if fps is not None:
+        motion = motion.resample(fps)
+    if floor == "auto":
+        offset = estimate_floor(motion, kin)
+        motion.trans[:, 2] -= offset
+        motion.source["floor_offset_m"] = offset
+    return motion
+
+
+def estimate_floor(motion: SMPLMotion, kin: MotionKinematics) -> float:
+    """Height of the floor under a motion: the median height of the body's lowest point over
+    frames where that point is on a foot and moves slower than 0.2 m/s horizontally."""
+    z, vertex = kin.lowest_candidates(motion.poses, motion.trans)
+    on_foot = kin.vertex_side_foot(vertex) >= 0
+    joints, _ = kin.pose(motion.poses, motion.trans)
+    feet = joints[:, [10, 11], :2]
+    speed = np.linalg.norm(np.gradient(feet, axis=0), axis=-1).min(-1) * motion.fps
+    contact = on_foot & (speed < 0.2)
+    if contact.sum() < max(3, 0.05 * len(z)):
+        contact = on_foot if on_foot.any() else np.ones_like(on_foot)
+    return float(np.median(z[contact]))
+
+
+# ------------------------------------------------------------------------------ the method
+def _world_from_bvh(up_axis: str) -> torch.Tensor:
+    if up_axis == "z":
+        return torch.eye(3, dtype=torch.float64)
+    return roma.rotvec_to_rotmat(torch.tensor([np.pi / 2, 0.0, 0.0], dtype=torch.float64))
+
+
+def _next_mapped_on_chain(j: int, mapped: dict[int, int]) -> int | None:
+    c = _PRIMARY_CHILD[j]
+    while c is not None and c not in mapped:
+        c = _PRIMARY_CHILD[c]
+    return c
+
+
+def _nearest_mapped_ancestor(j: int, mapped: dict[int, int]) -> int:
+    a = SMPL_PARENTS[j]
+    while a not in mapped:
+        a = SMPL_PARENTS[a]
+    return a
+
+
+def _rest_alignment(
+    mapped: dict[int, int], smpl_rest: np.ndarray, bvh_rest: np.ndarray
+) -> torch.Tensor:
+    """(24, 3, 3) Q_j turning SMPL's rest segment j onto its BVH counterpart's rest segment."""
+    s_rest = torch.from_numpy(smpl_rest)
+    b_rest = torch.from_numpy(bvh_rest)
+
+    def pair(a: int, b: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        if a in mapped and b in mapped:
+            ds, db = s_rest[b] - s_rest[a], b_rest[mapped[b]] - b_rest[mapped[a]]
+            if ds.norm() > 1e-6 and db.norm() > 1e-6:
+                return ds / ds.norm(), db / db.norm()
+        return None
+
+    q = torch.empty(24, 3, 3, dtype=torch.float64)
+    idx = _INDEX
+    up = next(
+        (p for p in (pair(0, idx[n]) for n in ("neck", "spine3", "head", "spine2")) if p),
+        None,
+    )
+    side = next(
+        (
+            p
+            for p in (
+                pair(idx[f"right_{n}"], idx[f"left_{n}"]) for n in ("hip", "shoulder", "knee")
+            )
+            if p
+        ),
+        None,
+    )
+    found = [p for p in (up, side) if p]
+    if len(found) == 2:
+        src = torch.stack([found[0][0], found[1][0]])
+        dst = torch.stack([found[0][1], found[1][1]])
+        q[0] = roma.rigid_vectors_registration(src, dst, weights=torch.tensor([2.0, 1.0]).double())
+    elif len(found) == 1:
+        q[0] = rotation_between(found[0][0], found[0][1])
+    else:
+        q[0] = torch.eye(3, dtype=torch.float64)
+    for j in range(1, 24):
+        q[j] = q[SMPL_PARENTS[j]]
+        if j not in mapped:
+            continue
+        target = _next_mapped_on_chain(j, mapped)
+        dirs = pair(j, target) if target is not None else None
+        if dirs is not None:
+            q[j] = rotation_between(q[j] @ dirs[0], dirs[1]) @ q[j]
+    return q
+
+
+def _smpl_global_rotations(
+    mapped: dict[int, int], align: torch.Tensor, world: torch.Tensor, bvh_global: torch.Tensor
+) -> torch.Tensor:
+    """(T, 24, 3, 3) SMPL world-from-joint rotations."""
+    t = bvh_global.shape[0]
+    out = torch.empty(t, 24, 3, 3, dtype=torch.float64)
+    for j, k in mapped.items():
+        out[:, j] = world @ bvh_global[:, k] @ align[j]
+    depth = [0] * 24
+    for j in range(1, 24):
+        depth[j] = depth[SMPL_PARENTS[j]] + 1
+    for j in range(1, 24):  # parents first, so an unmapped parent is already filled
+        if j in mapped:
+            continue
+        below = _next_mapped_on_chain(j, mapped)
+        if below is None:
+            out[:, j] = out[:, SMPL_PARENTS[j]]
+            continue
+        above = _nearest_mapped_ancestor(j, mapped)
+        frac = (depth[j] - depth[above]) / (depth[below] - depth[above])
+        w = torch.full((t,), frac, dtype=torch.float64)
+        out[:, j] = rotmat_slerp_pairwise(out[:, above], out[:, below], w)
+    return out
+
+
+def _leg_ratio(mapped: dict[int, int], smpl_rest: np.ndarray, bvh_rest: np.ndarray) -> float:
+    ratios = []
+    for side in ("left", "right"):
+        chain = [_INDEX[f"{side}_{n}"] for n in ("hip", "knee", "ankle")]
+        if all(j in mapped for j in chain):
+            s = sum(np.linalg.norm(smpl_rest[b] - smpl_rest[a]) for a, b in zip(chain, chain[1:]))
+            b = sum(
+                np.linalg.norm(bvh_rest[mapped[y]] - bvh_rest[mapped[x]])
+                for x, y in zip(chain, chain[1:])
+            )
+            if b > 1e-6:
+                ratios.append(s / b)
+    return float(np.mean(ratios)) if ratios else 1.0

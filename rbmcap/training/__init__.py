@@ -1,0 +1,1 @@
+"""Training: the Lightning module, data module and the Hydra entry point's wiring."""

@@ -1,0 +1,181 @@
+"""``RBMRegressor``: the LightningModule mapping RBM windows to SMPL parameters.
+
+Network output per frame: 24 rotations in 6D (joint 0 in the feature frame, see
+:mod:`rbmcap.model.features`), betas (averaged over the window, or over the past for causal
+networks) and a translation offset. Losses (weights in config): a rotation loss on the 24 local
+rotations (geodesic by default), L1 on betas, L2 on translation and a forward-kinematics joint
+position term. Hyper-parameters are stored as plain data so checkpoints load with
+``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning as L
+import roma
+import torch
+
+from rbmcap.body.joints import JointModel
+from rbmcap.metrics import joint_angle_error, mpjpe, rotation_angle
+from rbmcap.model.features import FeatureEncoder
+from rbmcap.model.losses import betas_l1, rotation_loss, trans_l2
+from rbmcap.model.networks import build_network
+from rbmcap.training.dropout import drop_markers
+
+
+def sixd_to_matrix(x: torch.Tensor) -> torch.Tensor:
+    """(..., 6) first two columns (column after column) → (..., 3, 3) via Gram–Schmidt (roma)."""
+    return roma.special_gramschmidt(x.reshape(*x.shape[:-1], 2, 3).transpose(-1, -2))
+
+
+class RBMRegressor(L.LightningModule):
+    """Regression network from RBM observations to SMPL parameters.
+
+    Args:
+        markers: plain description of the marker set: ``name``, ``parents`` (N,), ``joints`` (N,)
+            SMPL joint carrying each plate.
+        plate_rest_rot: (N, 3, 3) nested lists or tensor: each plate's rest orientation on the body.
+        joint_template, joint_shapedirs: the body's joint model (see :class:`JointModel`).
+        body_id: identity of the body the data was made with.
+        features: one of 'raw', 'paper', 'canonical', 'kinematic'.
+        network: ``{"name": ..., **kwargs}`` for :func:`rbmcap.model.networks.build_network`.
+        loss: ``{"rotation": name, "w_rotation", "w_betas", "w_trans", "w_joints"}``.
+        optim: ``{"lr", "weight_decay", "decay", "decay_every"}`` (step decay ×decay every
+            ``decay_every`` of the training steps).
+        augment: ``{"marker_dropout", "dropout_span"}``.
+        num_betas: betas predicted.
+        seed: seed of the augmentation generator.
+    """
+
+    def __init__(
+        self,
+        markers: dict[str, Any],
+        plate_rest_rot,
+        joint_template,
+        joint_shapedirs,
+        body_id: str,
+        features: str = "kinematic",
+        network: dict[str, Any] | None = None,
+        loss: dict[str, Any] | None = None,
+        optim: dict[str, Any] | None = None,
+        augment: dict[str, Any] | None = None,
+        num_betas: int = 10,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        rest = torch.as_tensor(plate_rest_rot, dtype=torch.float32)
+        jt = torch.as_tensor(joint_template, dtype=torch.float32)
+        js = torch.as_tensor(joint_shapedirs, dtype=torch.float32)
+        network = dict(network or {"name": "transformer"})
+        self.loss_cfg = {"rotation": "geodesic", "w_rotation": 1.0, "w_betas": 0.1, "w_trans": 1.0,
+                         "w_joints": 1.0, **(loss or {})}  # fmt: skip
+        self.optim_cfg = {"lr": 5e-4, "weight_decay": 0.0, "decay": 0.8, "decay_every": 0.1,
+                          **(optim or {})}  # fmt: skip
+        self.augment_cfg = {"marker_dropout": 0.0, "dropout_span": 120, **(augment or {})}
+        self.save_hyperparameters(
+            {
+                "markers": {k: list(v) if isinstance(v, tuple) else v for k, v in markers.items()},
+                "plate_rest_rot": rest.tolist(),
+                "joint_template": jt.tolist(),
+                "joint_shapedirs": js.tolist(),
+                "body_id": body_id,
+                "features": features,
+                "network": network,
+                "loss": self.loss_cfg,
+                "optim": self.optim_cfg,
+                "augment": self.augment_cfg,
+                "num_betas": num_betas,
+                "seed": seed,
+            }
+        )
+        self.num_betas = num_betas
+        self.encoder = FeatureEncoder(features, markers["parents"], rest)
+        name = network.pop("name")
+        self.out_dim = 24 * 6 + num_betas + 3
+        self.net = build_network(name, self.encoder.dim, self.out_dim, **network)
+        self.joint_model = JointModel(jt, js)
+        self.rotation_loss = rotation_loss(self.loss_cfg["rotation"])
+        self._generator = torch.Generator().manual_seed(seed)
+
+    @property
+    def is_causal(self) -> bool:
+        return bool(getattr(self.net, "is_causal", False))
+
+    # ------------------------------------------------------------------------------ forward
+    def forward(self, pos, rot, valid) -> dict[str, torch.Tensor]:
+        """Predict SMPL parameters for windows of observations.
+
+        Args: pos (B, T, N, 3), rot (B, T, N, 3, 3), valid (B, T, N) bool.
+
+        Returns: ``rotmats`` (B, T, 24, 3, 3) local rotations (joint 0 global, world frame),
+        ``betas`` (B, T, num_betas), ``trans`` (B, T, 3), and ``raw_root`` / ``raw_trans`` in
+        the network's own frame, with ``context`` for the loss.
+        """
+        x, ctx = self.encoder(pos, rot, valid)
+        y = self.net(x)
+        rots = sixd_to_matrix(y[..., : 24 * 6].reshape(*y.shape[:-1], 24, 6))
+        b = y[..., 24 * 6 : 24 * 6 + self.num_betas]
+        if self.is_causal:
+            steps = torch.arange(1, b.shape[-2] + 1, device=b.device, dtype=b.dtype)[:, None]
+            betas = b.cumsum(dim=-2) / steps
+        else:
+            betas = b.mean(dim=-2, keepdim=True).expand_as(b)
+        offset = y[..., -3:]
+        root, trans = FeatureEncoder.decode_root(rots[..., 0, :, :], offset, ctx)
+        rotmats = torch.cat([root[..., None, :, :], rots[..., 1:, :, :]], dim=-3)
+        return {"rotmats": rotmats, "betas": betas, "trans": trans}
+
+    # --------------------------------------------------------------------------- steps
+    def _targets(self, batch):
+        nb = self.num_betas
+        true_rot = roma.rotvec_to_rotmat(batch["poses"])
+        betas = batch["betas"][..., :nb]
+        return true_rot, betas, batch["trans"], batch["joints"]
+
+    def _losses(self, out, batch) -> dict[str, torch.Tensor]:
+        true_rot, betas, trans, joints = self._targets(batch)
+        pred_joints = self.joint_model(out["rotmats"], out["betas"], out["trans"])
+        terms = {
+            "rotation": self.rotation_loss(out["rotmats"], true_rot),
+            "betas": betas_l1(out["betas"], betas[..., None, :].expand_as(out["betas"])),
+            "trans": trans_l2(out["trans"], trans),
+            "joints": (pred_joints - joints).norm(dim=-1).mean(),
+        }
+        terms["total"] = sum(self.loss_cfg[f"w_{k}"] * v for k, v in terms.items())
+        return terms, pred_joints
+
+    def training_step(self, batch, batch_idx):
+        valid = batch["valid"]
+        prob = float(self.augment_cfg["marker_dropout"])
+        if prob > 0:
+            valid = drop_markers(valid, prob, int(self.augment_cfg["dropout_span"]),
+                                 self._generator, protect=self.encoder.root)  # fmt: skip
+        out = self(batch["pos"], batch["rot"], valid)
+        terms, _ = self._losses(out, batch)
+        for k, v in terms.items():
+            self.log(f"train/{k}", v, prog_bar=k == "total", on_step=True, on_epoch=True,
+                     batch_size=valid.shape[0])  # fmt: skip
+        return terms["total"]
+
+    def validation_step(self, batch, batch_idx):
+        out = self(batch["pos"], batch["rot"], batch["valid"])
+        terms, pred_joints = self._losses(out, batch)
+        true_rot = roma.rotvec_to_rotmat(batch["poses"])
+        n = batch["pos"].shape[0]
+        self.log("val/loss", terms["total"], batch_size=n, sync_dist=True)
+        self.log("val/mpjpe_mm", 1e3 * mpjpe(pred_joints, batch["joints"]).mean(),
+                 prog_bar=True, batch_size=n, sync_dist=True)  # fmt: skip
+        self.log("val/joint_angle_deg", math.degrees(1) * joint_angle_error(out["rotmats"], true_rot).mean(),
+                 prog_bar=True, batch_size=n, sync_dist=True)  # fmt: skip
+        root_err = rotation_angle(out["rotmats"][..., 0, :, :], true_rot[..., 0, :, :]).mean()
+        self.log("val/root_angle_deg", math.degrees(1) * root_err, batch_size=n, sync_dist=True)
+
+    def configure_optimizers(self):
+        cfg = self.optim_cfg
+        opt = torch.optim.Adam(self.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        every = max(1, int(round(total * cfg["decay_every"])))
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=every, gamma=cfg["decay"])
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

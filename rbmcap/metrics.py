@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from rbmcap.model.losses import geodesic_angle
+
 
 def mpjpe(pred_joints: torch.Tensor, true_joints: torch.Tensor) -> torch.Tensor:
     """Mean per-joint position error: mean Euclidean joint distance, no alignment.
@@ -18,17 +20,9 @@ def mpjpe(pred_joints: torch.Tensor, true_joints: torch.Tensor) -> torch.Tensor:
 
 
 def rotation_angle(r_pred: torch.Tensor, r_true: torch.Tensor) -> torch.Tensor:
-    """Geodesic angle (radians) between rotation matrices (..., 3, 3) → (...).
-
-    Uses atan2(|sin|, cos) of the relative rotation, accurate over the whole range [0, π].
-    """
-    rel = r_pred.transpose(-1, -2) @ r_true
-    cos = (rel.diagonal(dim1=-2, dim2=-1).sum(-1) - 1.0) / 2.0
-    vee = torch.stack(
-        [rel[..., 2, 1] - rel[..., 1, 2], rel[..., 0, 2] - rel[..., 2, 0], rel[..., 1, 0] - rel[..., 0, 1]],
-        dim=-1,
-    )
-    return torch.atan2(vee.norm(dim=-1) / 2.0, cos)
+    """Geodesic angle (radians) between rotation matrices (..., 3, 3) → (...), accurate over
+    the whole range [0, π] (see :func:`rbmcap.model.losses.geodesic_angle`)."""
+    return geodesic_angle(r_pred, r_true)
 
 
 def joint_angle_error(pred_local: torch.Tensor, true_local: torch.Tensor) -> torch.Tensor:

@@ -17,3 +17,20 @@ def standin():
     from rbmcap.body import load_body_model
 
     return load_body_model("standin")
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory, standin):
+    """A small synthesised dataset (12 procedural motions, rbm14, realistic) with all splits."""
+    from rbmcap.dataset import SynthOptions, synthesize_dataset
+    from rbmcap.motion.procedural.library import generate_library
+
+    root = tmp_path_factory.mktemp("tiny")
+    generate_library(root / "motions", 12, seed=0, body=standin)
+    out = root / "dataset"
+    synthesize_dataset(
+        SynthOptions(motions=root / "motions", out=out, realism="realistic", progress=False,
+                     split_lists=root / "motions" / "splits"),
+        body=standin,
+    )
+    return out

@@ -30,6 +30,16 @@ from rbmcap.model.losses import (
 HARD_ANGLES = [0.0, 1e-7, 1e-4, 0.3, 1.0, 2.5, math.pi - 1e-3, math.pi - 1e-4, math.pi]
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors gain nothing from intra-op threads, and when other processes share the
+    cores, spinning OpenMP workers make these tests 10-30x slower; run them on one thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _pairs_at_angles(
     angles: list[float], dtype: torch.dtype, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -69,12 +79,14 @@ def test_geodesic_angle_keeps_leading_dims_and_broadcasts():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("angle", [0.0, 1e-6, math.pi - 1e-4, math.pi - 1e-6, math.pi])
-def test_geodesic_gradients_are_finite_at_zero_and_near_pi(angle, dtype):
+def test_geodesic_gradients_are_finite_and_bounded_at_zero_and_near_pi(angle, dtype):
     R1, R2, _ = _pairs_at_angles([angle] * 4, dtype, seed=3)
     R1.requires_grad_(True)
     R2.requires_grad_(True)
-    geodesic_loss(R1, R2).backward()
+    geodesic_angle(R1, R2).sum().backward()
     assert torch.isfinite(R1.grad).all() and torch.isfinite(R2.grad).all()
+    # bounded, not merely finite: |∂θ/∂R|_F is 1/√2 away from the end points (0 at them)
+    assert R1.grad.norm(dim=(-2, -1)).max() <= 0.71
 
 
 @pytest.mark.parametrize("angle", [0.0, math.pi - 1e-4, math.pi])
@@ -154,12 +166,11 @@ def test_chordal_loss_is_four_sin_squared_of_half_the_angle():
 
 
 def test_matrix_losses_match_their_closed_forms():
-    R1, R2, theta = _pairs_at_angles([0.7], torch.float64, seed=11)
+    R1, R2, _ = _pairs_at_angles([0.7], torch.float64, seed=11)
     # ‖R₁ − R₂‖²_F = 8 sin²(θ/2)
     assert rotmat_mse(R1, R2).item() == pytest.approx(8 * math.sin(0.35) ** 2 / 9, rel=1e-9)
     r1, r2 = roma.rotmat_to_rotvec(R1), roma.rotmat_to_rotvec(R2)
     assert axis_angle_mse(R1, R2).item() == pytest.approx(((r1 - r2) ** 2).mean().item())
-    assert theta.item() == pytest.approx(0.7)
 
 
 def test_sixd_mse_accepts_matrices_or_raw_6d():

@@ -40,6 +40,16 @@ SMALL = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors gain nothing from intra-op threads, and when other processes share the
+    cores, spinning OpenMP workers make these tests 10-30x slower; run them on one thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _small(name: str, in_dim: int = 10, out_dim: int = 7) -> torch.nn.Module:
     torch.manual_seed(0)
     return build_network(name, in_dim, out_dim, **SMALL[name]).eval()

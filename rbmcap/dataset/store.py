@@ -135,6 +135,8 @@ class DatasetWriter:
         self.parts.mkdir(parents=True, exist_ok=True)
         for stale in self.parts.glob(".*.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)
+        for stale in self.out.glob(".manifest.json.tmp-*"):
+            stale.unlink()
         atomic_write_text(
             self.work / "config.json",
             canonical_json({"config": self.config, "config_hash": self.config_hash}),
@@ -273,6 +275,8 @@ def write_split_arrays(
         DataError: a sequence's rows do not match its recorded checksum (a corrupt input).
     """
     folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob(".*.npy.tmp-*"):  # left by an interrupted finalisation
+        stale.unlink()
     digests: list[dict[str, Any]] = [{} for _ in entries]
     tmps = {}
     for n in ARRAY_DTYPES:

@@ -33,13 +33,9 @@ from dataclasses import dataclass
 import torch
 
 from rbmcap.errors import ConfigError
+from rbmcap.model.rotation6d import matrix_to_rotation_6d as matrix_to_6d
 
 FEATURE_KINDS = ("raw", "paper", "canonical", "kinematic")
-
-
-def matrix_to_6d(rot: torch.Tensor) -> torch.Tensor:
-    """(..., 3, 3) → (..., 6): the first two columns, column after column."""
-    return rot[..., :, :2].transpose(-1, -2).reshape(*rot.shape[:-2], 6)
 
 
 def heading_frame(root_rot: torch.Tensor) -> torch.Tensor:

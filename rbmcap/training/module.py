@@ -21,13 +21,14 @@ from rbmcap.body.joints import JointModel
 from rbmcap.metrics import joint_angle_error, mpjpe, rotation_angle
 from rbmcap.model.features import FeatureEncoder
 from rbmcap.model.losses import betas_l1, rotation_loss, trans_l2
+from rbmcap.model.rotation6d import rotation_6d_to_matrix
 from rbmcap.model.networks import build_network
 from rbmcap.training.dropout import drop_markers
 
 
-def sixd_to_matrix(x: torch.Tensor) -> torch.Tensor:
-    """(..., 6) first two columns (column after column) → (..., 3, 3) via Gram–Schmidt (roma)."""
-    return roma.special_gramschmidt(x.reshape(*x.shape[:-1], 2, 3).transpose(-1, -2))
+IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
+"""Added to the network's 6D outputs so an untrained network starts near the identity rotation
+(and never at the degenerate all-zero 6D vector)."""
 
 
 class RBMRegressor(L.LightningModule):
@@ -92,10 +93,12 @@ class RBMRegressor(L.LightningModule):
         )
         self.num_betas = num_betas
         self.encoder = FeatureEncoder(features, markers["parents"], rest)
-        name = network.pop("name")
+        net_kwargs = dict(network)
+        name = net_kwargs.pop("name")
         self.out_dim = 24 * 6 + num_betas + 3
-        self.net = build_network(name, self.encoder.dim, self.out_dim, **network)
+        self.net = build_network(name, self.encoder.dim, self.out_dim, **net_kwargs)
         self.joint_model = JointModel(jt, js)
+        self.register_buffer("identity_6d", torch.tensor(IDENTITY_6D), persistent=False)
         self.rotation_loss = rotation_loss(self.loss_cfg["rotation"])
         self._generator = torch.Generator().manual_seed(seed)
 
@@ -115,7 +118,8 @@ class RBMRegressor(L.LightningModule):
         """
         x, ctx = self.encoder(pos, rot, valid)
         y = self.net(x)
-        rots = sixd_to_matrix(y[..., : 24 * 6].reshape(*y.shape[:-1], 24, 6))
+        sixd = y[..., : 24 * 6].reshape(*y.shape[:-1], 24, 6) + self.identity_6d
+        rots = rotation_6d_to_matrix(sixd.float())
         b = y[..., 24 * 6 : 24 * 6 + self.num_betas]
         if self.is_causal:
             steps = torch.arange(1, b.shape[-2] + 1, device=b.device, dtype=b.dtype)[:, None]

@@ -82,9 +82,10 @@ class _RelPosEncoderLayer(nn.Module):
     ) -> torch.Tensor:
         B, T, D = x.shape
         q, k, v = self.qkv(self.norm1(x)).view(B, T, 3, self.nhead, D // self.nhead).unbind(2)
-        bias = self.rel_bias(buckets).permute(2, 0, 1).unsqueeze(0).to(x.dtype)  # (1, H, T, T)
+        bias = self.rel_bias(buckets).permute(2, 0, 1).unsqueeze(0)  # (1, H, T, T)
         if mask is not None:
             bias = bias + mask
+        bias = bias.to(q.dtype)  # under autocast q may be half precision; SDPA wants them equal
         attn = F.scaled_dot_product_attention(
             q.transpose(1, 2),
             k.transpose(1, 2),

@@ -123,6 +123,11 @@ class Built:
     flight: np.ndarray | None = None
     """(T,) height of the lowest point above the floor (0 = standing on it); None: always 0."""
     params: dict[str, Any] = field(default_factory=dict)
+    trans: np.ndarray | None = None
+    """(T, 3) root translation when the generator places the body itself (footstep-planned
+    gaits); None: :func:`ground_and_plant` stands it on the floor."""
+    stance: np.ndarray | None = None
+    """(T, 2) whether each foot is planted, with ``trans``."""
 
 
 # ------------------------------------------------------------------------ timing curves
@@ -201,3 +206,22 @@ def ground_and_plant(
     trans = np.concatenate([xy, z[:, None]], axis=1)
     trans[:, :2] -= trans[0, :2] + kin.rest_joints[0, :2]
     return trans
+
+
+def settle_height(
+    poses: np.ndarray, trans: np.ndarray, kin: MotionKinematics, stance: np.ndarray
+) -> np.ndarray:
+    """Fine-tune a planned body's height so the mesh touches the floor exactly while a foot is
+    planted (the plan uses joint geometry; the mesh sole differs by millimetres), blending the
+    correction across flight, and never lets it sink below the floor."""
+    lowest, _ = kin.lowest_candidates(poses, trans)
+    down = np.asarray(stance).any(1)
+    frames = np.arange(len(poses))
+    if down.any():
+        shift = np.interp(frames, frames[down], -lowest[down])
+    else:
+        shift = np.zeros(len(poses))
+    shift = np.maximum(shift, -(lowest))  # lowest + shift >= 0
+    out = trans.copy()
+    out[:, 2] += shift
+    return out

@@ -18,7 +18,7 @@ from rbmcap.errors import ConfigError
 from rbmcap.motion.kinematics import MotionKinematics, standin_body
 from rbmcap.motion.limits import JointLimits
 from rbmcap.motion.procedural import explore, gait, stationary
-from rbmcap.motion.procedural.base import Built, ground_and_plant
+from rbmcap.motion.procedural.base import Built, ground_and_plant, settle_height
 from rbmcap.motion.procedural.footlock import lock_feet
 from rbmcap.motion.smpl_motion import SMPLMotion
 
@@ -84,9 +84,12 @@ def generate(
     limits = limits or JointLimits.load()
     built = KINDS[kind](rng, fps, kin)
     poses = limits.clip(built.track.rotvecs())
-    trans = ground_and_plant(poses, kin, built.flight, fps)
-    poses = limits.clip(lock_feet(poses, trans, kin, fps))
-    trans = ground_and_plant(poses, kin, built.flight, fps)
+    if built.trans is not None:
+        trans = settle_height(poses, built.trans, kin, built.stance)
+    else:
+        trans = ground_and_plant(poses, kin, built.flight, fps)
+        poses = limits.clip(lock_feet(poses, trans, kin, fps))
+        trans = ground_and_plant(poses, kin, built.flight, fps)
     return SMPLMotion(
         poses=poses,
         trans=trans,

@@ -1,0 +1,159 @@
+"""``rbmcap bench synth``: rbm14 synthesis speed (sparse vs dense) and memory at 10× the input.
+
+- ``sparse_frames_per_s``: end-to-end in-memory synthesis on the stand-in (sparse skinning of the
+  marker vertices and their one-rings, joints, plate frames), one motion of ``FRAMES`` frames
+  with one shape, realism ``none``; best of several runs.
+- ``dense_frames_per_s``: the same outputs the dense way: full smplx forward of every vertex,
+  then plate frames at the marker vertices. Measured on fewer frames (per-frame cost is flat at
+  these batch sizes). ``speedup`` is the ratio of the two rates; ``max_abs_difference_m`` checks
+  they agree.
+- Memory: ``rbmcap synth`` (the full pipeline: discovery, loading, synthesis, dataset store) is
+  run in a fresh subprocess on a base input and on 10× as many frames (ten times the sequences),
+  each process reporting its peak resident set size (``ru_maxrss``) and its resident size before
+  the run started (after imports and loading the body). ``peak_memory_ratio`` compares the
+  peaks, ``run_memory_ratio`` the growth during the runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rbmcap.bench.timing import best_seconds
+from rbmcap.body import load_body_model
+from rbmcap.markers.plates import plate_frames
+from rbmcap.markers.synth import Synthesizer
+
+FRAMES = 16384
+DENSE_FRAMES = 512
+
+
+def _motion(frames: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    gen = np.random.default_rng(seed)
+    poses = (0.3 * gen.standard_normal((frames, 24, 3))).astype(np.float32)
+    trans = gen.standard_normal((frames, 3)).astype(np.float32)
+    betas = gen.standard_normal(10).astype(np.float32)
+    return poses, trans, betas
+
+
+def speed(quick: bool = False) -> dict:
+    """Sparse vs dense synthesis rates of rbm14 on the stand-in, in this process."""
+    body = load_body_model("standin")
+    synth = Synthesizer(body, "rbm14")
+    frames, dense_frames = (4096, 128) if quick else (FRAMES, DENSE_FRAMES)
+    poses, trans, betas = _motion(frames, 0)
+    dp, dt, db = (torch.from_numpy(a) for a in (poses[:dense_frames], trans[:dense_frames], betas))
+    topo = synth.topology
+    skin_ids = torch.as_tensor(topo.skin_ids)
+
+    def dense():
+        out = body(dp, db, dt)
+        pos, rot = plate_frames(out.vertices[:, skin_ids], topo)
+        return pos, rot, out.joints
+
+    repeats = 3 if quick else 7
+    with torch.inference_mode():
+        times = best_seconds(
+            {"sparse": lambda: synth(poses, trans, betas), "dense": dense}, repeats
+        )
+        pos, rot, joints = dense()
+        sparse = synth(poses[:dense_frames], trans[:dense_frames], betas)
+    err = max(
+        float(np.abs(pos.numpy() - sparse.pos).max()),
+        float(np.abs(joints.numpy() - sparse.joints).max()),
+    )
+    sparse_fps = frames / times["sparse"]
+    dense_fps = dense_frames / times["dense"]
+    return {
+        "model": body.identity,
+        "markers": "rbm14",
+        "skinned_vertices": int(len(topo.skin_ids)),
+        "num_vertices": int(body.num_vertices),
+        "sparse_frames": frames,
+        "dense_frames": dense_frames,
+        "sparse_frames_per_s": sparse_fps,
+        "dense_frames_per_s": dense_fps,
+        "speedup": sparse_fps / dense_fps,
+        "max_abs_difference_m": err,
+    }
+
+
+_MEMORY_SCRIPT = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    import torch
+    from rbmcap.body import load_body_model
+    from rbmcap.dataset import SynthOptions, synthesize_dataset
+    body = load_body_model("standin")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    report = synthesize_dataset(
+        SynthOptions(motions=sys.argv[1], out=sys.argv[2], progress=False), body=body
+    )
+    seconds = time.perf_counter() - start
+    frames = sum(s.frames for s in report.manifest.sequences)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"before_kb": before, "peak_kb": peak, "frames": frames,
+                      "seconds": seconds}))
+    """
+)
+
+
+def _write_inputs(folder: Path, sequences: int, frames: int) -> None:
+    """``sequences`` motion files of ``frames`` frames (hard links to a few distinct motions)."""
+    distinct = []
+    for i in range(min(sequences, 4)):
+        poses, trans, betas = _motion(frames, 100 + i)
+        path = folder / "CMU" / "bench" / f"seq{i:04d}_poses.npz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, poses=poses.reshape(frames, 72), trans=trans, betas=betas,
+                 gender=np.array("neutral"), mocap_framerate=np.array(60.0))
+        distinct.append(path)
+    for i in range(len(distinct), sequences):
+        os.link(distinct[i % len(distinct)], folder / "CMU" / "bench" / f"seq{i:04d}_poses.npz")
+
+
+def _measure(sequences: int, frames: int, workdir: Path) -> dict:
+    motions, out = workdir / f"motions{sequences}", workdir / f"out{sequences}"
+    _write_inputs(motions, sequences, frames)
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEMORY_SCRIPT, str(motions), str(out)],
+        capture_output=True, text=True, env=env, check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"memory benchmark subprocess failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def memory(quick: bool = False) -> dict:
+    """Peak memory of the synth pipeline on a base input and on 10× as many frames."""
+    sequences, frames = (3, 2048) if quick else (6, 4096)
+    with tempfile.TemporaryDirectory(prefix="rbmcap-bench-") as tmp:
+        base = _measure(sequences, frames, Path(tmp))
+        big = _measure(10 * sequences, frames, Path(tmp))
+    mb = 1.0 / 1024.0  # ru_maxrss is in KiB on Linux
+    return {
+        "base_frames": base["frames"],
+        "big_frames": big["frames"],
+        "base_peak_rss_mb": base["peak_kb"] * mb,
+        "big_peak_rss_mb": big["peak_kb"] * mb,
+        "peak_memory_ratio": big["peak_kb"] / base["peak_kb"],
+        "base_run_growth_mb": (base["peak_kb"] - base["before_kb"]) * mb,
+        "big_run_growth_mb": (big["peak_kb"] - big["before_kb"]) * mb,
+        "run_memory_ratio": max(big["peak_kb"] - big["before_kb"], 1)
+        / max(base["peak_kb"] - base["before_kb"], 1),
+        "pipeline_frames_per_s": big["frames"] / big["seconds"],
+    }
+
+
+def run(quick: bool = False) -> dict:
+    return {**speed(quick), **memory(quick)}

@@ -18,6 +18,7 @@ from rbmcap.errors import ConfigError
 BENCHMARKS: dict[str, str] = {
     "skinning": "full smplx forward vs sparse skinning of the rbm14 marker vertices",
     "synth": "rbm14 synthesis frames per second, sparse vs dense, and peak memory",
+    "train": "training windows per second of the default model on this machine",
 }
 
 

@@ -23,11 +23,15 @@ class NpyWriter:
     """Write a (rows, *tail) array of ``dtype`` to ``path`` in row blocks.
 
     Use as a context manager; the file is complete only when exactly ``rows`` rows were
-    appended. ``digest`` accumulates a SHA-256 of the raw bytes appended (C order).
+    appended. ``durable`` flushes the file to the disk on close (``fsync``), for files that must
+    survive a power cut once renamed into place.
     """
 
-    def __init__(self, path: str | Path, rows: int, tail: tuple[int, ...], dtype) -> None:
+    def __init__(
+        self, path: str | Path, rows: int, tail: tuple[int, ...], dtype, durable: bool = True
+    ) -> None:
         self.path = Path(path)
+        self.durable = durable
         self.rows = int(rows)
         self.tail = tuple(int(t) for t in tail)
         self.dtype = np.dtype(dtype)
@@ -50,7 +54,8 @@ class NpyWriter:
         if self._fh.closed:
             return
         self._fh.flush()
-        os.fsync(self._fh.fileno())
+        if self.durable:
+            os.fsync(self._fh.fileno())
         self._fh.close()
         if self.written != self.rows:
             raise ValueError(f"{self.path}: {self.written} rows written, {self.rows} declared")
@@ -108,14 +113,15 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
+def atomic_write_text(path: str | Path, text: str, durable: bool = True) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)
         fh.flush()
-        os.fsync(fh.fileno())
+        if durable:
+            os.fsync(fh.fileno())
     os.replace(tmp, path)
 
 

@@ -183,8 +183,10 @@ class DatasetWriter:
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
+        # Parts skip fsync: a kill cannot lose renamed data, and finalisation checks every
+        # part against its checksum, so even a power cut cannot slip a damaged part through.
         writers = {
-            n: NpyWriter(tmp / f"{n}.npy", entry.frames, self.tails[n], ARRAY_DTYPES[n])
+            n: NpyWriter(tmp / f"{n}.npy", entry.frames, self.tails[n], ARRAY_DTYPES[n], False)
             for n in ARRAY_DTYPES
         }
         digests = {n: hashlib.sha256() for n in ARRAY_DTYPES}
@@ -203,7 +205,7 @@ class DatasetWriter:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         entry = SequenceEntry(**{**asdict(entry), "checksum": sequence_checksum(digests)})
-        atomic_write_text(tmp / "entry.json", canonical_json(asdict(entry)))
+        atomic_write_text(tmp / "entry.json", canonical_json(asdict(entry)), durable=False)
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -235,7 +237,13 @@ class DatasetWriter:
             for e in splits[split]:
                 final_entries.append(SequenceEntry(**{**asdict(e), "offset": offset}))
                 offset += e.frames
-            write_split_arrays(self.out / split, splits[split], offset, self.tails, locate)
+            try:
+                write_split_arrays(self.out / split, splits[split], offset, self.tails, locate)
+            except CorruptRows as exc:
+                if locate == self._part_rows:  # drop the damaged part so a re-run redoes it
+                    shutil.rmtree(self.part_dir(exc.entry.split, exc.entry.source))
+                    raise DataError(f"{exc}; its part was removed, run again to redo it") from None
+                raise
         for old in self.out.iterdir():
             if old.is_dir() and old.name != WORK and old.name not in splits:
                 if (old / "rbm_pos.npy").is_file():  # a split of an earlier attempt
@@ -254,6 +262,14 @@ class DatasetWriter:
 
     def _part_rows(self, entry: SequenceEntry, name: str) -> tuple[Path, int, int]:
         return self.part_dir(entry.split, entry.source) / f"{name}.npy", 0, entry.frames
+
+
+class CorruptRows(DataError):
+    """A sequence's stored rows do not match its checksum."""
+
+    def __init__(self, entry: SequenceEntry) -> None:
+        super().__init__(f"{entry.source} ({entry.split}): stored rows do not match their checksum")
+        self.entry = entry
 
 
 RowLocator = Callable[[SequenceEntry, str], tuple[Path, int, int]]
@@ -292,7 +308,7 @@ def write_split_arrays(
         if sequence_checksum(digests[i]) != e.checksum:
             for tmp in tmps.values():
                 tmp.unlink(missing_ok=True)
-            raise DataError(f"{e.source} ({e.split}): stored rows do not match their checksum")
+            raise CorruptRows(e)
     for n, tmp in tmps.items():
         os.replace(tmp, folder / f"{n}.npy")
         crash_point("finalize")

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import roma
 import torch
 
 from rbmcap.errors import DataError
@@ -142,10 +143,10 @@ class Synthesizer:
         with torch.inference_mode():
             for start in range(0, num, self.chunk_frames):
                 stop = min(num, start + self.chunk_frames)
-                pc = torch.from_numpy(p[start:stop])
+                rc = roma.rotvec_to_rotmat(torch.from_numpy(p[start:stop]))
                 tc = torch.from_numpy(t[start:stop])
-                skinned = self.body.skin_vertices(skin_ids, pc, betas_t, tc)
-                joints, _ = self.body.pose_joints(pc, betas_t, tc)
+                skinned = self.body.skin_vertices(skin_ids, rc, betas_t, tc)
+                joints, _ = self.body.pose_joints(rc, betas_t, tc)
                 pos, rot = plate_frames(skinned, self.topology, self.standoff)
                 if pert is not None:
                     pos, rot, valid = apply_perturbation(pert, start, pos, rot)

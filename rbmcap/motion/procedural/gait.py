@@ -330,6 +330,7 @@ class _FootGeometry:
                 ankles[swing, f, 2] += lift
                 yaw = step.yaw + (nxt.yaw - step.yaw) * ease(u)
                 rots[swing, f] = self.foot_rotation(f, yaw, pitch0 + (pitch1 - pitch0) * ease(u))
+                toes[swing, f] = np.degrees(-pitch0) * (1 - ease(u / 0.35))  # toes relax
         return ankles, rots, toes, stance
 
     def reachable_height(self, pelvis, root_rot, ankles) -> np.ndarray:

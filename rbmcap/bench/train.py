@@ -1,0 +1,87 @@
+"""``rbmcap bench train``: training throughput of the default model on this machine.
+
+The default configuration (``conf/train.yaml``: rbm14, kinematic features, relative-position
+transformer, geodesic loss, Adam) is built on the stand-in body; full optimisation steps
+(features, forward, losses, backward, Adam) run on batches of the reference size (15 windows of
+120 frames) made from a synthesised procedural motion.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from hydra import compose, initialize_config_dir
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+def _batch(body, markers, batch: int, window: int) -> dict[str, torch.Tensor]:
+    from rbmcap.markers.synth import Synthesizer
+    from rbmcap.motion.procedural.library import generate
+
+    motion = generate("walk", seed=0, body=body)
+    frames = batch * window
+    reps = int(np.ceil(frames / len(motion.poses)))
+    poses = np.concatenate([motion.poses] * reps)[:frames]
+    trans = np.concatenate([motion.trans] * reps)[:frames]
+    obs = Synthesizer(body, markers, "realistic")(poses, trans, motion.betas, key="bench")
+
+    def win(a):
+        return torch.from_numpy(np.ascontiguousarray(a)).reshape(batch, window, *a.shape[1:])
+
+    return {
+        "pos": win(obs.pos), "rot": win(obs.rot), "valid": win(obs.valid),
+        "poses": win(poses.astype(np.float32)), "trans": win(trans.astype(np.float32)),
+        "joints": win(obs.joints),
+        "betas": torch.from_numpy(motion.betas.astype(np.float32)).expand(batch, -1),
+    }  # fmt: skip
+
+
+def run(quick: bool = False) -> dict:
+    from rbmcap.body import load_body_model
+    from rbmcap.markers.markerset import load_marker_set
+    from rbmcap.training.run import build_model
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("train")
+    body = load_body_model(str(cfg.data.body))
+    markers = load_marker_set(str(cfg.markers.name))
+    model = build_model(cfg, body, markers)
+    bs, window = int(cfg.data.batch_size), int(cfg.data.window)
+    batch = _batch(body, markers, bs, window)
+    opt = torch.optim.Adam(model.parameters(), lr=float(cfg.optim.lr))
+    model.train()
+
+    def step():
+        out = model(batch["pos"], batch["rot"], batch["valid"])
+        loss = model._losses(out, batch)[0]["total"]
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    step()  # warm-up
+    steps = 3 if quick else 10
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    seconds = (time.perf_counter() - start) / steps
+    with torch.no_grad():
+        model.eval()
+        start = time.perf_counter()
+        for _ in range(steps):
+            model(batch["pos"], batch["rot"], batch["valid"])
+        infer = (time.perf_counter() - start) / steps
+    return {
+        "model": cfg.model.name,
+        "features": cfg.features,
+        "parameters_m": sum(p.numel() for p in model.parameters()) / 1e6,
+        "batch": bs,
+        "window": window,
+        "seconds_per_step": seconds,
+        "windows_per_second": bs / seconds,
+        "frames_per_second": bs * window / seconds,
+        "inference_frames_per_second": bs * window / infer,
+    }

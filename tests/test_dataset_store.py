@@ -40,8 +40,14 @@ def write_motion(path: Path, frames: int, seed: int, fps: float = 60.0, nan: boo
     if nan:
         poses[frames // 2, 5] = np.nan
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, poses=poses, trans=trans, betas=rng.normal(0, 1, 16),
-             gender=np.array("neutral"), mocap_framerate=np.array(fps))
+    np.savez(
+        path,
+        poses=poses,
+        trans=trans,
+        betas=rng.normal(0, 1, 16),
+        gender=np.array("neutral"),
+        mocap_framerate=np.array(fps),
+    )
     return path
 
 
@@ -86,7 +92,7 @@ def _tree_bytes(folder: Path) -> dict[str, bytes]:
 
 
 def test_layout_is_a_manifest_and_one_array_per_name_per_split(built):
-    out, report, _ = built
+    out, _, _ = built
     assert (out / "manifest.json").is_file() and not (out / WORK).exists()
     m = Manifest.load(out)
     assert list(m.splits()) == ["train", "val", "test"]
@@ -111,7 +117,7 @@ def test_motions_are_resampled_to_the_output_rate(built, motions):
 
 
 def test_bad_file_is_skipped_and_named(built):
-    _, report, skipped = built
+    _, _, skipped = built
     assert [s for s, _ in skipped] == ["CMU/bad/nan_poses.npz"]
     assert "NaN" in skipped[0][1]
     assert Manifest.load(built[0]).skipped[0]["source"] == "CMU/bad/nan_poses.npz"
@@ -205,8 +211,21 @@ def _cli_synth(motions: Path, out: Path, crash: str | None = None) -> subprocess
     env.pop(CRASH_ENV, None)
     if crash:
         env[CRASH_ENV] = crash
-    cmd = [sys.executable, "-m", "rbmcap.cli.main", "synth", "--motions", str(motions),
-           "--out", str(out), "--realism", "harsh", "--seed", "3", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rbmcap.cli.main",
+        "synth",
+        "--motions",
+        str(motions),
+        "--out",
+        str(out),
+        "--realism",
+        "harsh",
+        "--seed",
+        "3",
+        "--no-progress",
+    ]
     return subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
@@ -284,8 +303,21 @@ def test_sigkill_part_way_then_rerun_is_byte_identical(body, tmp_path):
     _build(root, reference, body, realism="harsh", seed=3)
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
-    cmd = [sys.executable, "-m", "rbmcap.cli.main", "synth", "--motions", str(root), "--out",
-           str(out), "--realism", "harsh", "--seed", "3", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rbmcap.cli.main",
+        "synth",
+        "--motions",
+        str(root),
+        "--out",
+        str(out),
+        "--realism",
+        "harsh",
+        "--seed",
+        "3",
+        "--no-progress",
+    ]
     proc = subprocess.Popen(cmd, env=env, cwd=REPO, stderr=subprocess.DEVNULL)
     parts = out / WORK / "parts"
     deadline = time.time() + 120

@@ -69,8 +69,13 @@ def test_same_seed_same_bytes_and_draws_depend_on_the_sequence_name():
 
 def test_switching_one_model_off_leaves_the_others_unchanged():
     full = load_realism("realistic")
-    quiet = RealismConfig(name="x", placement=full.placement, soft_tissue=full.soft_tissue,
-                          noise=NoiseConfig(), occlusion=full.occlusion)
+    quiet = RealismConfig(
+        name="x",
+        placement=full.placement,
+        soft_tissue=full.soft_tissue,
+        noise=NoiseConfig(),
+        occlusion=full.occlusion,
+    )
     a = sample_perturbation(full, 200, 5, FPS, 1, "s")
     b = sample_perturbation(quiet, 200, 5, FPS, 1, "s")
     assert b.noise_pos is None
@@ -142,10 +147,13 @@ def test_apply_keeps_rotations_valid_and_masks_occluded_entries():
     rot = roma.random_rotmat((num, 6), generator=g)
     p1, r1, v1 = apply_perturbation(pert, 0, pos, rot)
     p2, r2, v2 = apply_perturbation(pert, 100, pos[100:], rot[100:])
-    torch.testing.assert_close(p1[100:], p2)  # chunks give the same result as one pass
+    torch.testing.assert_close(p1[100:], p2)
+    torch.testing.assert_close(r1[100:], r2)
+    assert torch.equal(v1[100:], v2)  # chunks give the same result as one pass
     assert torch.equal(v1, torch.from_numpy(pert.valid))
     assert (~v1).any()
     assert torch.all(p1[~v1] == 0) and torch.all(r1[~v1] == torch.eye(3))
     seen = r1[v1]
-    torch.testing.assert_close(seen.transpose(-1, -2) @ seen, torch.eye(3).expand_as(seen),
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        seen.transpose(-1, -2) @ seen, torch.eye(3).expand_as(seen), atol=1e-5, rtol=0
+    )

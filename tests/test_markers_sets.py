@@ -130,7 +130,10 @@ def test_unknown_marker_set_is_one_clear_error():
         ("markers:\n  - {name: a, vertex: 1}\n  - {name: a, vertex: 2, parent: a}\n", "twice"),
         ("markers:\n  - {name: a, vertex: 1, parent: zz}\n", "unknown parent 'zz'"),
         ("markers:\n  - {name: a}\n", "needs a 'vertex' or an 'anchor'"),
-        ("markers:\n  - {name: a, anchor: {joint: elbow, direction: [0, 1, 0]}}\n", "unknown joint"),
+        (
+            "markers:\n  - {name: a, anchor: {joint: elbow, direction: [0, 1, 0]}}\n",
+            "unknown joint",
+        ),
         ("markers:\n  - {name: a, anchor: {joint: head, direction: [0, 0, 0]}}\n", "non-zero"),
         ("kind: blob\nmarkers:\n  - {name: a, vertex: 1}\n", "kind 'blob'"),
         ("markers:\n  - {name: a, vertex: 1}\n  - {name: b, vertex: 2}\n", "exactly one root"),

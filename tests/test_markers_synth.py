@@ -25,7 +25,9 @@ def synth(body):
 def _motion(frames: int = 50, seed: int = 0):
     rng = np.random.default_rng(seed)
     t = np.arange(frames)[:, None, None] / 60.0
-    poses = 0.4 * np.sin(2 * np.pi * rng.uniform(0.2, 1.5, (1, 24, 3)) * t + rng.uniform(0, 6, (1, 24, 3)))
+    poses = 0.4 * np.sin(
+        2 * np.pi * rng.uniform(0.2, 1.5, (1, 24, 3)) * t + rng.uniform(0, 6, (1, 24, 3))
+    )
     trans = np.cumsum(rng.normal(0, 0.01, (frames, 3)), 0)
     return poses, trans, rng.normal(0, 1, 16)
 

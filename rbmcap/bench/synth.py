@@ -65,7 +65,7 @@ def speed(quick: bool = False) -> dict:
         times = best_seconds(
             {"sparse": lambda: synth(poses, trans, betas), "dense": dense}, repeats
         )
-        pos, rot, joints = dense()
+        pos, _, joints = dense()
         sparse = synth(poses[:dense_frames], trans[:dense_frames], betas)
     err = max(
         float(np.abs(pos.numpy() - sparse.pos).max()),
@@ -76,7 +76,7 @@ def speed(quick: bool = False) -> dict:
     return {
         "model": body.identity,
         "markers": "rbm14",
-        "skinned_vertices": int(len(topo.skin_ids)),
+        "skinned_vertices": len(topo.skin_ids),
         "num_vertices": int(body.num_vertices),
         "sparse_frames": frames,
         "dense_frames": dense_frames,
@@ -126,8 +126,14 @@ def _write_inputs(folder: Path, sequences: int, frames: int) -> None:
         poses, trans, betas = _motion(frames, 100 + i)
         path = folder / "CMU" / "bench" / f"seq{i:04d}_poses.npz"
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, poses=poses.reshape(frames, 72), trans=trans, betas=betas,
-                 gender=np.array("neutral"), mocap_framerate=np.array(60.0))
+        np.savez(
+            path,
+            poses=poses.reshape(frames, 72),
+            trans=trans,
+            betas=betas,
+            gender=np.array("neutral"),
+            mocap_framerate=np.array(60.0),
+        )
         distinct.append(path)
     for i in range(len(distinct), sequences):
         os.link(distinct[i % len(distinct)], folder / "CMU" / "bench" / f"seq{i:04d}_poses.npz")
@@ -139,7 +145,10 @@ def _measure(sequences: int, frames: int, workdir: Path) -> dict:
     env = {**os.environ, "WANDB_MODE": "disabled"}
     proc = subprocess.run(
         [sys.executable, "-c", _MEMORY_SCRIPT, str(motions), str(out)],
-        capture_output=True, text=True, env=env, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"memory benchmark subprocess failed:\n{proc.stderr[-2000:]}")

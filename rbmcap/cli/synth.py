@@ -29,9 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the realism models")
     p.add_argument("--workers", type=int, default=1, help="worker processes")
     p.add_argument("--shard", default=None, help="i/n: do the i-th of n shards (0-based)")
-    p.add_argument("--split-lists", default=None,
-                   help="folder with train.txt/val.txt/test.txt (default: lists in --motions, "
-                   "else AMASS's recommended split)")
+    p.add_argument(
+        "--split-lists",
+        default=None,
+        help="folder with train.txt/val.txt/test.txt (default: lists in --motions, "
+        "else AMASS's recommended split)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run)
 
@@ -53,9 +56,13 @@ def _run(args: argparse.Namespace) -> int:
     )
     report = synthesize_dataset(options)
     m = report.manifest
-    splits = ", ".join(f"{k} {v['sequences']} seq / {v['frames']} frames"
-                       for k, v in m.splits().items())
-    state = "up to date" if report.up_to_date else (
-        f"{report.made} made, {report.reused} reused, {len(report.skipped)} skipped")
+    splits = ", ".join(
+        f"{k} {v['sequences']} seq / {v['frames']} frames" for k, v in m.splits().items()
+    )
+    state = (
+        "up to date"
+        if report.up_to_date
+        else (f"{report.made} made, {report.reused} reused, {len(report.skipped)} skipped")
+    )
     print(f"{args.out}: {splits} ({state}; config {m.config_hash[:12]})", file=sys.stderr)
     return 0

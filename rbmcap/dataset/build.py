@@ -12,7 +12,7 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -43,8 +43,8 @@ class SynthOptions:
     out: str | Path
     body: str = "standin"
     gender: str = "neutral"
-    markers: str = "rbm14"
-    realism: str = "none"
+    markers: str | Mapping[str, Any] = "rbm14"
+    realism: str | Mapping[str, Any] = "none"
     fps: float = 60.0
     seed: int = 0
     workers: int = 1
@@ -262,8 +262,13 @@ def _run_jobs(
                 done(i, make_part(writer, job, options.fps, options.seed, synth))
         else:
             threads = max(1, (os.cpu_count() or 1) // workers)
-            init = (_body_spec(synth.body, options), synth.body.gender, synth.markers,
-                    synth.realism, threads)
+            init = (
+                _body_spec(synth.body, options),
+                synth.body.gender,
+                synth.markers,
+                synth.realism,
+                threads,
+            )
             with ProcessPoolExecutor(
                 workers, mp_context=get_context("spawn"), initializer=_init_worker, initargs=init
             ) as pool:

@@ -36,15 +36,20 @@ class NpyWriter:
         self.tail = tuple(int(t) for t in tail)
         self.dtype = np.dtype(dtype)
         self.written = 0
-        self._fh = open(self.path, "wb")  # noqa: SIM115 - closed in close()
-        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
-                  "shape": (self.rows, *self.tail)}
+        self._fh = open(self.path, "wb")
+        header = {
+            "descr": np.lib.format.dtype_to_descr(self.dtype),
+            "fortran_order": False,
+            "shape": (self.rows, *self.tail),
+        }
         np.lib.format.write_array_header_1_0(self._fh, header)
 
     def append(self, block: np.ndarray) -> None:
         block = np.ascontiguousarray(block, dtype=self.dtype)
         if block.shape[1:] != self.tail:
-            raise ValueError(f"{self.path}: block rows of shape {block.shape[1:]}, expected {self.tail}")
+            raise ValueError(
+                f"{self.path}: block rows of shape {block.shape[1:]}, expected {self.tail}"
+            )
         if self.written + block.shape[0] > self.rows:
             raise ValueError(f"{self.path}: more than {self.rows} rows appended")
         self._fh.write(block.tobytes())

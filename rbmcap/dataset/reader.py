@@ -106,8 +106,9 @@ class RBMDataset:
             digests = {}
             for n in ARRAY_DTYPES:
                 h = digests[n] = hashlib.sha256()
-                for block in iter_row_blocks(self.path / self.split / f"{n}.npy",
-                                             s.offset, s.offset + s.frames):
+                for block in iter_row_blocks(
+                    self.path / self.split / f"{n}.npy", s.offset, s.offset + s.frames
+                ):
                     h.update(block.tobytes())
             if sequence_checksum(digests) != s.checksum:
                 bad.append(s.name)

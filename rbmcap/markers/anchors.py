@@ -12,6 +12,7 @@ several); a leaf joint's bone (head, hands, feet) continues its parent bone by t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,8 +40,8 @@ class Anchor:
     direction: tuple[float, float, float]
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Anchor:
-        if not isinstance(data, dict):
+    def from_dict(cls, data: Mapping[str, Any]) -> Anchor:
+        if not isinstance(data, Mapping):
             raise ConfigError("expected a mapping with joint, along and direction")
         joint = data.get("joint")
         if isinstance(joint, str):
@@ -52,7 +53,7 @@ class Anchor:
         along = float(data.get("along", 0.5))
         if not 0.0 <= along <= 1.0:
             raise ConfigError(f"along={along}: expected a fraction in [0, 1]")
-        d = np.asarray(data.get("direction"), dtype=np.float64)
+        d = np.asarray(list(data.get("direction") or []), dtype=np.float64)
         if d.shape != (3,) or not np.all(np.isfinite(d)) or np.linalg.norm(d) < 1e-9:
             raise ConfigError(f"direction {data.get('direction')!r}: expected a non-zero 3-vector")
         d = d / np.linalg.norm(d)

@@ -1,9 +1,10 @@
 """Marker sets: which virtual markers exist, where they sit on the body, and their parent tree.
 
-A marker set is data (``conf/markers/<name>.yaml`` or any YAML path); see ``conf/markers/rbm14.yaml``
-for the field reference. Two kinds: ``rbm`` (6-DoF plates) and ``point`` (positions only, e.g.
-MoSh++'s 53-marker layout). Each marker has an SMPL vertex id, used on meshes with SMPL topology,
-and a topology-free :class:`~rbmcap.markers.anchors.Anchor` that finds the vertex on any other mesh.
+A marker set is data (``conf/markers/<name>.yaml`` or any YAML path); see
+``conf/markers/rbm14.yaml`` for the field reference. Two kinds: ``rbm`` (6-DoF plates) and
+``point`` (positions only, e.g. MoSh++'s 53-marker layout). Each marker has an SMPL vertex id,
+used on meshes with SMPL topology, and a topology-free :class:`~rbmcap.markers.anchors.Anchor`
+that finds the vertex on any other mesh.
 
 A reduced set names a ``base`` set and a ``select`` list; a selected marker whose parent is not
 selected hangs from the base set's root (the chest, for the reference reduced sets).
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,6 @@ import yaml
 
 from rbmcap.errors import ConfigError, ModelError
 from rbmcap.markers.anchors import Anchor, resolve_anchors
-from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 MARKERS_DIR = CONF_DIR / "markers"
@@ -174,14 +175,22 @@ def available_marker_sets() -> list[str]:
     return sorted(p.stem for p in MARKERS_DIR.glob("*.yaml"))
 
 
-def load_marker_set(name_or_path: str | Path) -> MarkerSet:
-    """Load a marker set by name (``rbm14``, ``rbm_a`` … ``rbm_f``, ``moshpp53``, ``vr3``) or path.
+def load_marker_set(spec: str | Path | Mapping[str, Any] | MarkerSet) -> MarkerSet:
+    """Load a marker set by name (``rbm14``, ``rbm_a`` … ``rbm_f``, ``moshpp53``, ``vr3``), YAML
+    path, or an already parsed mapping (e.g. a Hydra config group holding one of those files).
 
     Raises:
         ConfigError: unknown name, missing file, or an invalid definition (the message names
             the file and the marker).
     """
-    return _load(name_or_path, seen=())
+    if isinstance(spec, MarkerSet):
+        return spec
+    if isinstance(spec, Mapping):
+        data = dict(spec)
+        if "base" in data:
+            return _from_base(data, MARKERS_DIR / "<mapping>", seen=())
+        return parse_marker_set(data, source="", default_name=str(data.get("name", "markers")))
+    return _load(spec, seen=())
 
 
 def _locate(name_or_path: str | Path) -> Path:
@@ -211,18 +220,21 @@ def _load(name_or_path: str | Path, seen: tuple[str, ...]) -> MarkerSet:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping with 'name' and 'markers' (or 'base')")
-    name = str(data.get("name") or path.stem)
     if "base" in data:
-        base = _load(_base_ref(data["base"], path), seen + (key,))
-        select = data.get("select")
-        if not isinstance(select, list) or not select:
-            raise ConfigError(f"{path}: a set with 'base' needs a non-empty 'select' list")
-        try:
-            sub = base.subset([str(s) for s in select], name=name)
-        except ConfigError as exc:
-            raise ConfigError(f"{path}: {exc}") from None
-        return MarkerSet(**{**sub.__dict__, "source": str(path)})
-    return parse_marker_set(data, source=str(path), default_name=name)
+        return _from_base({"name": path.stem, **data}, path, (*seen, key))
+    return parse_marker_set(data, source=str(path), default_name=path.stem)
+
+
+def _from_base(data: dict[str, Any], path: Path, seen: tuple[str, ...]) -> MarkerSet:
+    base = _load(_base_ref(data["base"], path), seen)
+    select = data.get("select")
+    if not isinstance(select, Sequence) or isinstance(select, str) or not select:
+        raise ConfigError(f"{path}: a set with 'base' needs a non-empty 'select' list")
+    try:
+        sub = base.subset([str(s) for s in select], name=str(data.get("name") or base.name))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return MarkerSet(**{**sub.__dict__, "source": str(path)})
 
 
 def _base_ref(base: Any, path: Path) -> str | Path:
@@ -242,15 +254,16 @@ def parse_marker_set(data: dict, source: str = "", default_name: str = "markers"
     if not isinstance(topology, int) or topology <= 0:
         raise ConfigError(f"{where}: vertex_topology must be a positive integer, got {topology!r}")
     entries = data.get("markers")
-    if not isinstance(entries, list) or not entries:
+    if not isinstance(entries, Sequence) or isinstance(entries, str) or not entries:
         raise ConfigError(f"{where}: expected a non-empty 'markers' list")
     names: list[str] = []
     vertices: list[int | None] = []
     parent_names: list[str | None] = []
     anchors: list[Anchor | None] = []
     for i, entry in enumerate(entries):
-        if not isinstance(entry, dict) or "name" not in entry:
+        if not isinstance(entry, Mapping) or "name" not in entry:
             raise ConfigError(f"{where}: marker #{i} must be a mapping with a 'name'")
+        entry = dict(entry)
         mname = str(entry["name"])
         if mname in names:
             raise ConfigError(f"{where}: marker {mname!r} is listed twice")
@@ -317,7 +330,6 @@ def _single_root(parents: list[int]) -> list[int]:
 
 __all__ = [
     "KINDS",
-    "SMPL_JOINT_NAMES",
     "Anchor",
     "MarkerSet",
     "available_marker_sets",

@@ -17,7 +17,7 @@ import torch
 
 from rbmcap.errors import DataError
 from rbmcap.markers.markerset import MarkerSet, load_marker_set
-from rbmcap.markers.plates import PLATE_STANDOFF, plate_topology, plate_frames
+from rbmcap.markers.plates import PLATE_STANDOFF, plate_frames, plate_topology
 from rbmcap.markers.realism import (
     Perturbation,
     RealismConfig,
@@ -27,7 +27,8 @@ from rbmcap.markers.realism import (
 )
 
 CHUNK_FRAMES = 4096
-"""Frames per synthesis chunk: large enough to amortise per-call overhead, small enough for cache."""
+"""Frames per synthesis chunk: amortises per-call overhead, bounds memory. A fixed constant: the
+last bits of a frame's result may depend on where chunk boundaries fall."""
 
 
 @dataclass
@@ -78,8 +79,9 @@ def check_motion_arrays(
     for label, arr in (("poses", p), ("trans", t)):
         bad = ~np.isfinite(arr.reshape(arr.shape[0], -1)).all(axis=1)
         if bad.any():
-            raise DataError(f"{name}: {label} has NaN or infinite values (first at frame "
-                            f"{int(np.argmax(bad))})")
+            raise DataError(
+                f"{name}: {label} has NaN or infinite values (first at frame {int(np.argmax(bad))})"
+            )
     if not np.isfinite(b).all():
         raise DataError(f"{name}: betas has NaN or infinite values")
     return p, t, b
@@ -154,11 +156,14 @@ class Synthesizer:
                     valid = torch.ones(pos.shape[:2], dtype=torch.bool)
                 if point_set:
                     rot = torch.eye(3, dtype=rot.dtype).expand_as(rot)
-                yield start, Observations(
-                    pos=pos.numpy().astype(np.float32, copy=False),
-                    rot=rot.contiguous().numpy().astype(np.float32, copy=False),
-                    valid=valid.numpy(),
-                    joints=joints.numpy().astype(np.float32, copy=False),
+                yield (
+                    start,
+                    Observations(
+                        pos=pos.numpy().astype(np.float32, copy=False),
+                        rot=rot.contiguous().numpy().astype(np.float32, copy=False),
+                        valid=valid.numpy(),
+                        joints=joints.numpy().astype(np.float32, copy=False),
+                    ),
                 )
 
     def __call__(

@@ -2,7 +2,8 @@
 
 Network output per frame: 24 rotations in 6D (joint 0 in the feature frame, see
 :mod:`rbmcap.model.features`), betas (averaged over the window, or over the past for causal
-networks) and a translation offset. Losses (weights in config): a rotation loss on the 24 local
+networks) and the pelvis position in the feature frame (SMPL trans follows from it and
+J0(betas)). Losses (weights in config): a rotation loss on the 24 local
 rotations (geodesic by default), L1 on betas, L2 on translation and a forward-kinematics joint
 position term. Hyper-parameters are stored as plain data so checkpoints load with
 ``torch.load(weights_only=True)``.
@@ -117,7 +118,10 @@ class RBMRegressor(L.LightningModule):
         the network's own frame, with ``context`` for the loss.
         """
         x, ctx = self.encoder(pos, rot, valid)
-        y = self.net(x)
+        return self.decode_outputs(self.net(x), ctx)
+
+    def decode_outputs(self, y: torch.Tensor, ctx) -> dict[str, torch.Tensor]:
+        """Network outputs (B, T, out_dim) → SMPL parameters in the world (see :meth:`forward`)."""
         sixd = y[..., : 24 * 6].reshape(*y.shape[:-1], 24, 6) + self.identity_6d
         rots = rotation_6d_to_matrix(sixd.float())
         b = y[..., 24 * 6 : 24 * 6 + self.num_betas]
@@ -126,8 +130,10 @@ class RBMRegressor(L.LightningModule):
             betas = b.cumsum(dim=-2) / steps
         else:
             betas = b.mean(dim=-2, keepdim=True).expand_as(b)
-        offset = y[..., -3:]
-        root, trans = FeatureEncoder.decode_root(rots[..., 0, :, :], offset, ctx)
+        # The network places the pelvis joint (rotation-equivariant, unlike SMPL's trans, which
+        # is the pelvis minus its rest position J0(betas) in the fixed canonical frame).
+        root, pelvis = FeatureEncoder.decode_root(rots[..., 0, :, :], y[..., -3:], ctx)
+        trans = pelvis - self.joint_model.rest_joints(betas)[..., 0, :]
         rotmats = torch.cat([root[..., None, :, :], rots[..., 1:, :, :]], dim=-3)
         return {"rotmats": rotmats, "betas": betas, "trans": trans}
 

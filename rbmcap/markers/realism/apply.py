@@ -65,7 +65,9 @@ def sample_perturbation(
             n, num_frames, num_markers, sequence_rng(seed, key, "noise")
         )
     if o.rate_per_min > 0:
-        out.valid = sample_valid(o, num_frames, num_markers, fps, sequence_rng(seed, key, "occlusion"))
+        out.valid = sample_valid(
+            o, num_frames, num_markers, fps, sequence_rng(seed, key, "occlusion")
+        )
     return out
 
 

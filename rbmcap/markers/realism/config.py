@@ -97,11 +97,8 @@ class RealismConfig:
     def enabled(self) -> bool:
         """Whether any model changes the ideal observations."""
         p, s, n, o = self.placement, self.soft_tissue, self.noise, self.occlusion
-        return any(
-            v > 0
-            for v in (p.slide_mm, p.spin_deg, p.tilt_deg, s.position_mm, s.rotation_deg)
-            + (n.position_mm, n.rotation_deg, o.rate_per_min)
-        )
+        knobs = (p.slide_mm, p.spin_deg, p.tilt_deg, s.position_mm, s.rotation_deg)
+        return any(v > 0 for v in (*knobs, n.position_mm, n.rotation_deg, o.rate_per_min))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

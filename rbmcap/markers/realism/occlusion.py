@@ -7,9 +7,7 @@ import numpy as np
 from rbmcap.markers.realism.config import OcclusionConfig
 
 
-def sample_gaps(
-    config: OcclusionConfig, duration_s: float, rng: np.random.Generator
-) -> np.ndarray:
+def sample_gaps(config: OcclusionConfig, duration_s: float, rng: np.random.Generator) -> np.ndarray:
     """Gaps (G, 2) as [start, end) times in seconds for one marker over ``duration_s``.
 
     Visible stretches are exponential with mean 60 / rate_per_min seconds; gap durations are
@@ -46,8 +44,8 @@ def gaps_to_valid(gaps: np.ndarray, num_frames: int, fps: float) -> np.ndarray:
     valid = np.ones(num_frames, dtype=bool)
     free = 0
     for start, end in gaps:
-        a = max(int(round(start * fps)), free)
-        b = max(a + 1, a + int(round((end - start) * fps)))
+        a = max(round(start * fps), free)
+        b = max(a + 1, a + round((end - start) * fps))
         valid[a : min(b, num_frames)] = False
         free = b + 1
     return valid

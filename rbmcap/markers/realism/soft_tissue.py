@@ -17,7 +17,11 @@ def lowpass_gain(freqs_hz: np.ndarray, bandwidth_hz: float) -> np.ndarray:
 
 
 def smooth_noise(
-    rng: np.random.Generator, num_frames: int, shape: tuple[int, ...], fps: float, bandwidth_hz: float
+    rng: np.random.Generator,
+    num_frames: int,
+    shape: tuple[int, ...],
+    fps: float,
+    bandwidth_hz: float,
 ) -> np.ndarray:
     """Stationary Gaussian noise (T, *shape), unit variance, low-passed at ``bandwidth_hz``.
 
@@ -26,15 +30,21 @@ def smooth_noise(
     """
     white = rng.normal(0.0, 1.0, (num_frames, *shape))
     gain = lowpass_gain(np.abs(np.fft.rfftfreq(num_frames, d=1.0 / fps)), bandwidth_hz)
-    filtered = np.fft.irfft(np.fft.rfft(white, axis=0) * gain.reshape(-1, *[1] * len(shape)),
-                            n=num_frames, axis=0)
-    rms = np.sqrt(np.mean(lowpass_gain(np.abs(np.fft.fftfreq(num_frames, d=1.0 / fps)),
-                                       bandwidth_hz) ** 2))
+    filtered = np.fft.irfft(
+        np.fft.rfft(white, axis=0) * gain.reshape(-1, *[1] * len(shape)), n=num_frames, axis=0
+    )
+    rms = np.sqrt(
+        np.mean(lowpass_gain(np.abs(np.fft.fftfreq(num_frames, d=1.0 / fps)), bandwidth_hz) ** 2)
+    )
     return filtered / rms
 
 
 def sample_wobble(
-    config: SoftTissueConfig, num_frames: int, num_markers: int, fps: float, rng: np.random.Generator
+    config: SoftTissueConfig,
+    num_frames: int,
+    num_markers: int,
+    fps: float,
+    rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Wobble in the plate frame: offset (T, N, 3) metres and rotation vector (T, N, 3) radians."""
     both = smooth_noise(rng, num_frames, (num_markers, 6), fps, config.bandwidth_hz)

@@ -1,0 +1,116 @@
+"""``rbmcap motion ...``: convert, generate, inspect and draw SMPL motions.
+
+* ``from-bvh FILE --out OUT.npz [--joint-map YAML] [--fps 60]``
+* ``procedural --out DIR --num N --seed S [--kinds ...] [--fps 60]``
+* ``info FILE [--json] [--model PATH]``
+* ``render FILE --out anim.gif [--fps 15] [--max-frames 150]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    motion = sub.add_parser(
+        "motion", help="SMPL motions: BVH import, procedural library, info, render",
+        description="Work with SMPL motions (AMASS-style .npz files).",
+    )  # fmt: skip
+    cmds = motion.add_subparsers(dest="motion_command", metavar="SUBCOMMAND", required=True)
+
+    p = cmds.add_parser("from-bvh", help="retarget a BVH file to an SMPL motion .npz")
+    p.add_argument("file", help="the .bvh file")
+    p.add_argument("--out", required=True, help="output .npz (AMASS style)")
+    p.add_argument("--joint-map", default="cmu", help="joint map YAML or a name under "
+                   "conf/joint_maps (default: cmu)")  # fmt: skip
+    p.add_argument("--fps", type=float, default=60.0, help="output frame rate (default 60)")
+    p.add_argument("--floor", choices=("auto", "bvh"), default="auto",
+                   help="floor from foot contacts (auto) or the file's ground plane (bvh)")  # fmt: skip
+    p.add_argument("--model", default=None, help="body model (default: the stand-in)")
+    p.set_defaults(func=_from_bvh)
+
+    p = cmds.add_parser("procedural", help="write a seeded library of procedural motions")
+    p.add_argument("--out", required=True, help="output folder (AMASS-like layout)")
+    p.add_argument("--num", type=int, required=True, help="number of motions")
+    p.add_argument("--seed", type=int, required=True, help="random seed")
+    p.add_argument("--kinds", nargs="+", default=None, help="motion kinds (default: all)")
+    p.add_argument("--fps", type=float, default=60.0, help="frame rate (default 60)")
+    p.add_argument("--quiet", action="store_true", help="print only the summary line")
+    p.set_defaults(func=_procedural)
+
+    p = cmds.add_parser("info", help="summarise a motion file")
+    p.add_argument("file", help="motion .npz (AMASS SMPL+H / SMPL-X or rbmcap)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--model", default=None, help="body model for the quality figures "
+                   "(default: the stand-in)")  # fmt: skip
+    p.set_defaults(func=_info)
+
+    p = cmds.add_parser("render", help="draw a motion's skeleton as an animated GIF")
+    p.add_argument("file", help="motion .npz")
+    p.add_argument("--out", required=True, help="output .gif")
+    p.add_argument("--fps", type=float, default=15.0, help="GIF frame rate (default 15)")
+    p.add_argument("--max-frames", type=int, default=150, help="frame cap (default 150)")
+    p.set_defaults(func=_render)
+
+
+def _body(spec: str | None, gender: str = "neutral"):
+    if spec is None:
+        return None
+    from rbmcap.body import load_body_model
+
+    return load_body_model(spec, gender=gender)
+
+
+def _from_bvh(args: argparse.Namespace) -> int:
+    from rbmcap.motion.retarget import bvh_to_motion
+
+    motion = bvh_to_motion(
+        args.file, args.joint_map, fps=args.fps, floor=args.floor, body=_body(args.model)
+    )
+    path = motion.save(args.out)
+    print(f"{path}: {motion.num_frames} frames at {motion.fps:g} fps ({motion.duration_s:.1f} s)")
+    return 0
+
+
+def _procedural(args: argparse.Namespace) -> int:
+    from rbmcap.motion.procedural import generate_library
+
+    def progress(i: int, n: int, path) -> None:
+        if not args.quiet:
+            print(f"[{i + 1}/{n}] {path}", file=sys.stderr)
+
+    paths = generate_library(
+        args.out, args.num, args.seed, kinds=args.kinds, fps=args.fps, progress=progress
+    )
+    print(f"{args.out}: wrote {len(paths)} motions and splits/{{train,val,test}}.txt")
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from rbmcap.motion.amass import read_motion
+    from rbmcap.motion.quality import motion_info
+
+    motion = read_motion(args.file)
+    info = motion_info(motion, body=_body(args.model, motion.gender))
+    if args.json:
+        print(json.dumps(info))
+        return 0
+    for key, value in info.items():
+        if isinstance(value, float):
+            value = f"{value:.3f}"
+        elif key == "betas":
+            value = " ".join(f"{b:.2f}" for b in value)
+        print(f"{key}: {value}")
+    return 0
+
+
+def _render(args: argparse.Namespace) -> int:
+    from rbmcap.motion.amass import read_motion
+    from rbmcap.motion.render import render_motion
+
+    motion = read_motion(args.file)
+    path = render_motion(motion, args.out, out_fps=args.fps, max_frames=args.max_frames)
+    print(f"{path}: {motion.name}, {motion.duration_s:.1f} s")
+    return 0

@@ -1,0 +1,146 @@
+"""``Predictor``: a trained checkpoint as a plain function from RBM observations to SMPL.
+
+Whole sequences run in overlapping chunks (each frame's answer comes from the chunk where it is
+furthest from an edge); streams keep the last ``context`` frames and answer for the newest one,
+or use a causal GRU's recurrent state. Missing plates are masked through ``valid``.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import roma
+import torch
+
+from rbmcap.errors import DataError, FormatError, ModelError
+
+
+@dataclass
+class Prediction:
+    """SMPL parameters of a sequence: ``rotmats`` (T, 24, 3, 3) local rotations (joint 0 global,
+    world Z up), ``poses`` (T, 24, 3) axis-angle, ``betas`` (B,), ``trans`` (T, 3) metres."""
+
+    rotmats: np.ndarray
+    poses: np.ndarray
+    betas: np.ndarray
+    trans: np.ndarray
+
+
+class Predictor:
+    """Inference wrapper around an :class:`rbmcap.training.module.RBMRegressor`.
+
+    Args:
+        model: the trained module; chunk: frames per chunk; overlap: frames shared by chunks.
+    """
+
+    def __init__(self, model, chunk: int = 240, overlap: int = 60, device: str = "cpu") -> None:
+        if not 0 <= 2 * overlap < chunk:
+            raise ModelError(f"chunk={chunk}, overlap={overlap}: need 0 <= 2*overlap < chunk")
+        self.model = model.to(device).eval()
+        self.device = torch.device(device)
+        self.chunk, self.overlap = int(chunk), int(overlap)
+        hp = model.hparams
+        self.marker_set: str = hp["markers"]["name"]
+        self.marker_names: list[str] = list(hp["markers"].get("names", []))
+        self.num_markers = len(hp["markers"]["parents"])
+        self.body_id: str = hp["body_id"]
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, device: str = "cpu", **kwargs) -> Predictor:
+        """Load a checkpoint written by ``train.py`` (safe loading: plain data only)."""
+        from rbmcap.training.module import RBMRegressor
+
+        path = Path(path)
+        if not path.is_file():
+            raise ModelError(f"{path}: no such checkpoint")
+        try:
+            model = RBMRegressor.load_from_checkpoint(path, map_location=device, weights_only=True)
+        except (RuntimeError, KeyError, TypeError, EOFError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise FormatError(f"{path}: not an rbmcap checkpoint ({first})") from exc
+        return cls(model, device=device, **kwargs)
+
+    def _check(self, pos, rot, valid):
+        pos = torch.as_tensor(np.asarray(pos), dtype=torch.float32)
+        rot = torch.as_tensor(np.asarray(rot), dtype=torch.float32)
+        valid = torch.as_tensor(np.asarray(valid), dtype=torch.bool)
+        t, n = pos.shape[:2]
+        if pos.shape != (t, self.num_markers, 3) or rot.shape != (t, n, 3, 3) or valid.shape != (t, n):
+            raise DataError(
+                f"observations pos {tuple(pos.shape)}, rot {tuple(rot.shape)}, valid "
+                f"{tuple(valid.shape)}: expected (T, {self.num_markers}, 3), (T, N, 3, 3), (T, N) "
+                f"for marker set {self.marker_set!r}"
+            )
+        if t == 0:
+            raise DataError("observations have no frames")
+        return pos, rot, valid
+
+    @torch.no_grad()
+    def predict(self, pos, rot, valid) -> Prediction:
+        """Predict a whole sequence: pos (T, N, 3) m, rot (T, N, 3, 3), valid (T, N) bool."""
+        pos, rot, valid = self._check(pos, rot, valid)
+        t = pos.shape[0]
+        step = self.chunk - 2 * self.overlap
+        starts = list(range(0, max(t - self.chunk, 0) + 1, step))
+        if starts[-1] + self.chunk < t:
+            starts.append(t - self.chunk)
+        rotmats = torch.empty(t, 24, 3, 3)
+        trans = torch.empty(t, 3)
+        betas_sum, betas_n = torch.zeros(self.model.num_betas), 0
+        for k, s in enumerate(starts):
+            e = min(s + self.chunk, t)
+            out = self.model(*(x[s:e][None].to(self.device) for x in (pos, rot, valid)))
+            lo = s if k == 0 else max(s + self.overlap, 0)
+            hi = e if k == len(starts) - 1 else e - self.overlap
+            if k + 1 < len(starts):
+                hi = min(hi, starts[k + 1] + self.overlap)
+            rotmats[lo:hi] = out["rotmats"][0, lo - s : hi - s].cpu()
+            trans[lo:hi] = out["trans"][0, lo - s : hi - s].cpu()
+            betas_sum += out["betas"][0, lo - s : hi - s].sum(0).cpu()
+            betas_n += hi - lo
+        return Prediction(
+            rotmats=rotmats.numpy(),
+            poses=roma.rotmat_to_rotvec(rotmats).numpy(),
+            betas=(betas_sum / max(betas_n, 1)).numpy(),
+            trans=trans.numpy(),
+        )
+
+    def stream(self, context: int = 60) -> StreamSession:
+        """A frame-by-frame session answering for the newest frame (bounded latency)."""
+        return StreamSession(self, context)
+
+
+class StreamSession:
+    """Feed frames one at a time with :meth:`push`; each call returns that frame's answer.
+
+    A causal GRU keeps its recurrent state (constant cost per frame); other networks re-run on
+    the last ``context`` frames (a non-causal network then sees no future frames, so its answer
+    for the newest frame is that of a window's last frame).
+    """
+
+    def __init__(self, predictor: Predictor, context: int) -> None:
+        self.p = predictor
+        self.context = int(context)
+        self.buffer: collections.deque = collections.deque(maxlen=self.context)
+        self.state = None
+        net = predictor.model.net
+        self.recurrent = hasattr(net, "step")
+
+    @torch.no_grad()
+    def push(self, pos, rot, valid) -> tuple[np.ndarray, np.ndarray]:
+        """One frame: pos (N, 3), rot (N, 3, 3), valid (N,). Returns (rotmats (24,3,3), trans (3,))."""
+        pos, rot, valid = self.p._check(np.asarray(pos)[None], np.asarray(rot)[None],
+                                        np.asarray(valid)[None])  # fmt: skip
+        model = self.p.model
+        if self.recurrent:
+            x, ctx = model.encoder(*(v[None].to(self.p.device) for v in (pos, rot, valid)))
+            y, self.state = model.net.step(x[:, 0], self.state)
+            out = model.decode_outputs(y[:, None], ctx)
+            return out["rotmats"][0, -1].cpu().numpy(), out["trans"][0, -1].cpu().numpy()
+        self.buffer.append((pos[0], rot[0], valid[0]))
+        window = [torch.stack(v)[None].to(self.p.device) for v in zip(*self.buffer)]
+        out = model(*window)
+        return out["rotmats"][0, -1].cpu().numpy(), out["trans"][0, -1].cpu().numpy()

@@ -1,0 +1,137 @@
+"""Skeleton animations of SMPL motions (matplotlib → GIF), for people to check motion by eye.
+
+The camera follows the pelvis over a floor grid (0.5 m squares) and looks at the body from the
+side of its overall travel, so walking is seen in profile; the subject's left side is drawn blue,
+the right red, the body's shadow grey on the floor, and the pelvis's path as a trail.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display needed; must precede pyplot
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.animation import FuncAnimation, PillowWriter  # noqa: E402
+
+from rbmcap.motion.kinematics import MotionKinematics  # noqa: E402
+from rbmcap.motion.smpl_motion import SMPLMotion  # noqa: E402
+from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS  # noqa: E402
+
+_LEFT, _RIGHT, _MID = "#1f5fbf", "#c8312b", "#333333"
+_HALF_WIDTH = 1.0  # metres of floor shown either side of the pelvis
+_GRID = 0.5
+
+
+def frame_indices(num_frames: int, fps: float, out_fps: float, max_frames: int) -> np.ndarray:
+    """Frames to draw: every k-th so the GIF plays at about ``out_fps`` in real time, thinned
+    further (and then no longer real time) if that would exceed ``max_frames``."""
+    step = max(1, int(round(fps / out_fps)))
+    step = max(step, int(np.ceil(num_frames / max_frames)))
+    return np.arange(0, num_frames, step)
+
+
+def render_motion(
+    motion: SMPLMotion,
+    out: str | Path,
+    *,
+    body=None,
+    out_fps: float = 15.0,
+    max_frames: int = 150,
+    size_px: int = 360,
+) -> Path:
+    """Write an animated GIF of ``motion``'s skeleton.
+
+    Args:
+        motion: the motion.
+        out: the ``.gif`` path.
+        body: body model giving the skeleton (default the stand-in) at the motion's betas.
+        out_fps: playback rate; frames are subsampled to it.
+        max_frames: at most this many frames (longer motions are thinned further).
+        size_px: width and height of the picture.
+
+    Returns:
+        The written path.
+    """
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    kin = MotionKinematics(body, motion.betas)
+    joints, _ = kin.pose(motion.poses, motion.trans)
+    idx = frame_indices(motion.num_frames, motion.fps, out_fps, max_frames)
+    playback = out_fps if len(idx) * max(1, round(motion.fps / out_fps)) >= motion.num_frames else (
+        len(idx) / motion.duration_s
+    )
+    view_azim = _camera_azimuth(joints)
+    dpi = 80
+    fig = plt.figure(figsize=(size_px / dpi, size_px / dpi), dpi=dpi)
+    ax = fig.add_subplot(projection="3d")
+    fig.subplots_adjust(0, 0, 1, 1)
+    colours = [_bone_colour(j) for j in range(24)]
+
+    def draw(k: int):
+        i = idx[k]
+        ax.cla()
+        centre = joints[i, 0, :2]
+        lo, hi = centre - _HALF_WIDTH, centre + _HALF_WIDTH
+        _floor_grid(ax, lo, hi)
+        trail = joints[: i + 1, 0]
+        keep = np.all((trail[:, :2] >= lo) & (trail[:, :2] <= hi), axis=1)
+        ax.plot(trail[keep, 0], trail[keep, 1], 0.0, color="#9a9a9a", lw=1)
+        for j, p in enumerate(SMPL_PARENTS):
+            if p < 0:
+                continue
+            seg = joints[i, [p, j]]
+            ax.plot(seg[:, 0], seg[:, 1], [0.0, 0.0], color="#c4c4c4", lw=2.5)  # shadow
+            ax.plot(seg[:, 0], seg[:, 1], seg[:, 2], color=colours[j], lw=3)
+        ax.scatter(*joints[i].T, s=6, color=_MID, depthshade=False)
+        head = joints[i, SMPL_JOINT_NAMES.index("head")]
+        ax.scatter(*head, s=140, color=_MID, depthshade=False)
+        ax.set_xlim(lo[0], hi[0])
+        ax.set_ylim(lo[1], hi[1])
+        ax.set_zlim(0.0, 2 * _HALF_WIDTH)
+        ax.set_box_aspect((1, 1, 1), zoom=1.3)
+        ax.view_init(elev=12, azim=view_azim)
+        ax.set_axis_off()
+        ax.text2D(
+            0.03, 0.95, f"{motion.name}  {i / motion.fps:5.2f} s", transform=ax.transAxes, fontsize=9
+        )
+        return []
+
+    anim = FuncAnimation(fig, draw, frames=len(idx), blit=False)
+    tmp = out.with_name(f".{out.name}.tmp.gif")
+    try:
+        anim.save(tmp, writer=PillowWriter(fps=playback))
+        tmp.replace(out)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+    return out
+
+
+def _bone_colour(j: int) -> str:
+    name = SMPL_JOINT_NAMES[j]
+    return _LEFT if name.startswith("left") else _RIGHT if name.startswith("right") else _MID
+
+
+def _camera_azimuth(joints: np.ndarray) -> float:
+    """matplotlib azimuth (degrees) of a camera beside the main direction of travel, or in
+    front and to the left of the body when it stays in place."""
+    travel = joints[-1, 0, :2] - joints[0, 0, :2]
+    if np.linalg.norm(travel) > 0.5:
+        camera = np.array([-travel[1], travel[0]])
+    else:
+        left = joints[0, SMPL_JOINT_NAMES.index("left_hip"), :2]
+        left = left - joints[0, SMPL_JOINT_NAMES.index("right_hip"), :2]
+        facing = np.array([left[1], -left[0]])  # left × up
+        camera = facing + 0.6 * left
+    return float(np.degrees(np.arctan2(camera[1], camera[0])))
+
+
+def _floor_grid(ax, lo: np.ndarray, hi: np.ndarray) -> None:
+    for x in np.arange(np.ceil(lo[0] / _GRID) * _GRID, hi[0] + 1e-9, _GRID):
+        ax.plot([x, x], [lo[1], hi[1]], [0, 0], color="#dddddd", lw=0.8)
+    for y in np.arange(np.ceil(lo[1] / _GRID) * _GRID, hi[1] + 1e-9, _GRID):
+        ax.plot([lo[0], hi[0]], [y, y], [0, 0], color="#dddddd", lw=0.8)

@@ -1,0 +1,78 @@
+"""Predictor: chunked whole-sequence inference and frame-by-frame streaming."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rbmcap.errors import DataError, FormatError, ModelError
+from rbmcap.inference import Predictor
+from test_training import _module
+
+
+def _observations(t: int, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    import roma
+
+    pos = torch.randn(t, 14, 3, generator=gen)
+    rot = roma.rotvec_to_rotmat(torch.randn(t, 14, 3, generator=gen))
+    valid = torch.rand(t, 14, generator=gen) > 0.1
+    valid[:, 1] = True
+    return pos.numpy(), rot.numpy(), valid.numpy()
+
+
+def test_chunked_prediction_of_a_per_frame_network_equals_one_pass(standin):
+    model = _module(standin, "mlp").eval()
+    pos, rot, valid = _observations(237)
+    chunked = Predictor(model, chunk=50, overlap=10).predict(pos, rot, valid)
+    with torch.no_grad():
+        full = model(*(torch.as_tensor(x)[None] for x in (pos, rot, valid)))
+    np.testing.assert_allclose(chunked.rotmats, full["rotmats"][0].numpy(), atol=1e-5)
+    # trans depends on the betas (through the pelvis rest position), which each chunk averages
+    # over its own frames: equal up to that small shape difference
+    np.testing.assert_allclose(chunked.trans, full["trans"][0].numpy(), atol=5e-3)
+    assert chunked.poses.shape == (237, 24, 3) and chunked.betas.shape == (10,)
+
+
+def test_short_sequences_and_exact_chunk_multiples(standin):
+    model = _module(standin, "transformer").eval()
+    p = Predictor(model, chunk=40, overlap=5)
+    for t in (1, 7, 40, 70, 80):
+        out = p.predict(*_observations(t))
+        assert out.rotmats.shape == (t, 24, 3, 3) and np.isfinite(out.trans).all()
+
+
+def test_streaming_a_causal_gru_equals_the_whole_window(standin):
+    model = _module(standin, "causal_gru").eval()
+    pos, rot, valid = _observations(25)
+    session = Predictor(model).stream()
+    streamed = [session.push(pos[i], rot[i], valid[i]) for i in range(25)]
+    with torch.no_grad():
+        full = model(*(torch.as_tensor(x)[None] for x in (pos, rot, valid)))
+    got = np.stack([r for r, _ in streamed])
+    np.testing.assert_allclose(got, full["rotmats"][0].numpy(), atol=1e-4)
+
+
+def test_streaming_a_window_model_answers_every_frame(standin):
+    session = Predictor(_module(standin, "causal_transformer").eval()).stream(context=8)
+    pos, rot, valid = _observations(12)
+    for i in range(12):
+        r, t = session.push(pos[i], rot[i], valid[i])
+        assert r.shape == (24, 3, 3) and t.shape == (3,)
+
+
+def test_wrong_marker_count_is_a_clear_error(standin):
+    p = Predictor(_module(standin, "mlp"))
+    pos, rot, valid = _observations(5)
+    with pytest.raises(DataError, match="marker set 'rbm14'"):
+        p.predict(pos[:, :10], rot[:, :10], valid[:, :10])
+
+
+def test_missing_or_foreign_checkpoints(tmp_path):
+    with pytest.raises(ModelError, match="no such checkpoint"):
+        Predictor.from_checkpoint(tmp_path / "none.ckpt")
+    bad = tmp_path / "bad.ckpt"
+    torch.save({"state_dict": {}}, bad)
+    with pytest.raises(FormatError, match="not an rbmcap checkpoint"):
+        Predictor.from_checkpoint(bad)

@@ -35,18 +35,6 @@ SMPLH_TO_SMPL: tuple[int, ...] = tuple(range(22)) + (22, 37)
 """SMPL-H joint index for each of SMPL's 24 joints (SMPL's hands are the first index joints)."""
 
 
-def tree_levels(parents: tuple[int, ...] | list[int]) -> list[list[int]]:
-    """Group joints by depth in the tree so forward kinematics can run level by level."""
-    depth = [0] * len(parents)
-    for j, p in enumerate(parents):
-        if p >= 0:
-            depth[j] = depth[p] + 1
-    levels: list[list[int]] = [[] for _ in range(max(depth) + 1)]
-    for j, d in enumerate(depth):
-        levels[d].append(j)
-    return levels
-
-
 def forward_kinematics(
     local_rotmats: torch.Tensor,
     rest_joints: torch.Tensor,
@@ -66,25 +54,17 @@ def forward_kinematics(
     batch = torch.broadcast_shapes(local_rotmats.shape[:-3], rest_joints.shape[:-2])
     local_rotmats = local_rotmats.expand(*batch, *local_rotmats.shape[-3:])
     rest_joints = rest_joints.expand(*batch, *rest_joints.shape[-2:])
-    num = len(parents)
-    parent_idx = torch.tensor([max(p, 0) for p in parents], device=rest_joints.device)
+    parent_idx = [max(p, 0) for p in parents]
     offsets = rest_joints - rest_joints[..., parent_idx, :]
     offsets[..., 0, :] = rest_joints[..., 0, :]
-    rots = [None] * num
-    pos = [None] * num
-    for level in tree_levels(parents):
-        if parents[level[0]] < 0:
-            for j in level:
-                rots[j] = local_rotmats[..., j, :, :]
-                pos[j] = offsets[..., j, :]
-            continue
-        idx = torch.tensor(level, device=rest_joints.device)
-        par = [parents[j] for j in level]
-        prot = torch.stack([rots[p] for p in par], dim=-3)
-        ppos = torch.stack([pos[p] for p in par], dim=-2)
-        grot = prot @ local_rotmats[..., idx, :, :]
-        gpos = ppos + (prot @ offsets[..., idx, :, None])[..., 0]
-        for k, j in enumerate(level):
-            rots[j] = grot[..., k, :, :]
-            pos[j] = gpos[..., k, :]
+    # Joint by joint: 23 small batched matmuls beat level-by-level gathers and stacks.
+    rots: list[torch.Tensor] = []
+    pos: list[torch.Tensor] = []
+    for j, p in enumerate(parents):
+        if p < 0:
+            rots.append(local_rotmats[..., j, :, :])
+            pos.append(offsets[..., j, :])
+        else:
+            rots.append(rots[p] @ local_rotmats[..., j, :, :])
+            pos.append(pos[p] + (rots[p] @ offsets[..., j, :, None])[..., 0])
     return torch.stack(rots, dim=-3), torch.stack(pos, dim=-2)

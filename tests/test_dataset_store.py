@@ -261,6 +261,32 @@ def test_interrupted_runs_resume_to_a_byte_identical_dataset(motions, body, tmp_
     assert _tree_bytes(out) == _tree_bytes(reference)
 
 
+def test_a_damaged_part_is_detected_removed_and_redone(motions, body, built, tmp_path, monkeypatch):
+    from rbmcap.dataset import store
+
+    class Killed(BaseException):
+        pass
+
+    def die(event):
+        if event == "finalize":
+            raise Killed
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(store, "crash_point", die)
+    with pytest.raises(Killed):
+        _build(motions, out, body, realism="realistic", seed=5)
+    monkeypatch.undo()
+    part = next(p for p in sorted((out / WORK / "parts").iterdir()) if p.name[0] != ".")
+    data = bytearray((part / "rbm_rot.npy").read_bytes())
+    data[-3] ^= 0x40  # e.g. a power cut before the unsynced part reached the disk
+    (part / "rbm_rot.npy").write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"do not match their checksum.*run again"):
+        _build(motions, out, body, realism="realistic", seed=5)
+    report, _ = _build(motions, out, body, realism="realistic", seed=5)
+    assert report.made == 1 and report.reused == 7
+    assert _tree_bytes(out) == _tree_bytes(built[0])
+
+
 def test_shards_merge_to_the_unsharded_dataset(motions, body, built, tmp_path):
     shards = []
     for i in range(3):
@@ -270,6 +296,8 @@ def test_shards_merge_to_the_unsharded_dataset(motions, body, built, tmp_path):
     assert Manifest.load(shards[1]).shard == {"index": 1, "count": 3, "total_sequences": 9}
     merged = tmp_path / "merged"
     merge_datasets(shards[::-1], merged)
+    assert _tree_bytes(merged) == _tree_bytes(built[0])
+    merge_datasets(shards, merged)  # merging again is a no-op
     assert _tree_bytes(merged) == _tree_bytes(built[0])
     with pytest.raises(ConfigError, match="missing shard"):
         merge_datasets(shards[:2], tmp_path / "partial")
@@ -297,8 +325,8 @@ def test_sigkill_part_way_then_rerun_is_byte_identical(body, tmp_path):
     import time
 
     root = tmp_path / "many"
-    for i in range(24):
-        write_motion(root / "CMU" / "s" / f"m{i:02d}_poses.npz", 1200, i)
+    for i in range(16):
+        write_motion(root / "CMU" / "s" / f"m{i:02d}_poses.npz", 600, i)
     reference = tmp_path / "ref"
     _build(root, reference, body, realism="harsh", seed=3)
     out = tmp_path / "out"
@@ -321,7 +349,7 @@ def test_sigkill_part_way_then_rerun_is_byte_identical(body, tmp_path):
     proc = subprocess.Popen(cmd, env=env, cwd=REPO, stderr=subprocess.DEVNULL)
     parts = out / WORK / "parts"
     deadline = time.time() + 120
-    while time.time() < deadline and not (parts.is_dir() and len(list(parts.iterdir())) >= 5):
+    while time.time() < deadline and not (parts.is_dir() and len(list(parts.iterdir())) >= 4):
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

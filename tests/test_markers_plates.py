@@ -14,6 +14,7 @@ from rbmcap.markers.plates import (
     PLATE_STANDOFF,
     angle_weighted_normals,
     faces_around,
+    frames_from_normal,
     plate_frames,
     plate_topology,
 )
@@ -181,3 +182,18 @@ def test_plate_frames_take_any_batch_shape(synth):
     skinned = torch.randn(2, 3, len(synth.topology.skin_ids), 3)
     pos, rot = plate_frames(skinned, synth.topology)
     assert pos.shape == (2, 3, 14, 3) and rot.shape == (2, 3, 14, 3, 3)
+
+
+def test_fast_plate_frames_equal_the_readable_helpers(synth, body):
+    poses, trans, betas = _random_motion(5, frames=6)
+    skinned = body.skin_vertices(synth.topology.skin_ids, poses, betas, trans)
+    pos, rot = plate_frames(skinned, synth.topology)
+    topo = synth.topology
+    centre = skinned[:, topo.centre]
+    normal = angle_weighted_normals(
+        centre, skinned[:, topo.fan_a], skinned[:, topo.fan_b], torch.as_tensor(topo.fan_mask)
+    )
+    ref = skinned[:, topo.ref]
+    expected = frames_from_normal(normal, (ref[:, :, 0] + ref[:, :, 1] - 2 * centre) / 3)
+    torch.testing.assert_close(rot, expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(pos, centre + PLATE_STANDOFF * normal, atol=1e-7, rtol=0)

@@ -160,6 +160,43 @@ def test_on_smpl_topology_markers_resolve_to_the_listed_vertices(name):
     assert ids.tolist() == list(ms.vertex_ids)
 
 
+def _smpl_count_body(body, marker_set):
+    """The stand-in renumbered and padded to SMPL's 6890 vertices so that the vertex each anchor
+    finds on the stand-in carries the marker's listed SMPL id. Padding vertices belong to no face
+    and sit at the pelvis joint, inside the body."""
+    found = marker_set.resolve(body)
+    n, total = body.num_vertices, 6890
+    new_id = np.full(n, -1)
+    new_id[found] = marker_set.vertex_ids
+    rest = np.setdiff1d(np.arange(total), marker_set.vertex_ids)
+    new_id[new_id < 0] = rest[: n - len(found)]
+    verts = np.tile(body.rest_joints()[0].numpy(), (total, 1))
+    weights = np.zeros((total, 24), np.float32)
+    weights[:, 0] = 1.0
+    verts[new_id] = body.v_template.numpy()
+    weights[new_id] = body.lbs_weights.numpy()
+    return SimpleNamespace(
+        num_vertices=total,
+        v_template=torch.from_numpy(verts),
+        faces=torch.from_numpy(new_id[body.faces.numpy()]),
+        lbs_weights=torch.from_numpy(weights),
+        rest_joints=body.rest_joints,
+    )
+
+
+@pytest.mark.parametrize("name", ["rbm14", "vr3", "moshpp53"])
+def test_anchors_on_a_smpl_count_mesh_find_the_listed_vertices(body, name):
+    ms = load_marker_set(name)
+    smpl_like = _smpl_count_body(body, ms)
+    listed = np.asarray(ms.vertex_ids)
+    assert ms.resolve(smpl_like).tolist() == listed.tolist()  # SMPL topology: ids as listed
+    by_anchor = ms.resolve(smpl_like, method="anchor")  # and the anchors agree with them
+    faces = smpl_like.faces.numpy()
+    for i, (got, want) in enumerate(zip(by_anchor, listed, strict=True)):
+        neighbours = np.unique(faces[(faces == want).any(1)])
+        assert got == want or got in neighbours, ms.names[i]
+
+
 def test_vertex_id_out_of_range_for_the_body_is_a_model_error(tmp_path):
     path = tmp_path / "big.yaml"
     path.write_text("vertex_topology: 9000\nmarkers:\n  - {name: a, vertex: 8000}\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from rbmcap.errors import DataError
 from rbmcap.markers.realism import NoiseConfig, RealismConfig
@@ -118,3 +119,9 @@ def test_measured_noise_of_synthesised_plates_matches_the_configuration(body, sy
     angle = np.rad2deg(np.arccos(np.clip((np.trace(rel, axis1=-2, axis2=-1) - 1) / 2, -1, 1)))
     # the angle of an isotropic Gaussian rotation vector is Maxwell-distributed: rms = σ√3
     assert abs(np.sqrt(np.mean(angle**2)) / np.sqrt(3) - 0.5) < 0.05
+
+
+def test_chunk_iteration_leaves_autograd_alone(synth):
+    poses, trans, betas = _motion(10)
+    for _, _obs in synth.chunks(poses, trans, betas):
+        assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()

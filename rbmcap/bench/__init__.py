@@ -16,6 +16,7 @@ import torch
 from rbmcap.errors import ConfigError
 
 BENCHMARKS: dict[str, str] = {
+    "baseline": "optimisation solver ms per frame on rbm14 plates, with its convergence curve",
     "skinning": "full smplx forward vs sparse skinning of the rbm14 marker vertices",
     "synth": "rbm14 synthesis frames per second, sparse vs dense, and peak memory",
     "train": "training windows per second of the default model on this machine",

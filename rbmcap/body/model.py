@@ -38,6 +38,20 @@ _BASES = {"smpl": smplx.SMPL, "smplh": smplx.SMPLH}
 
 
 @dataclass
+class _SparseSubset:
+    """Model arrays for a fixed set of K vertices: template (K,3), shapedirs (K,3,B), the
+    non-zero pose-corrective columns posedirs (K,3,P') with their indices, and the skinning
+    weights (K,J') of the J' joints that influence these vertices."""
+
+    template: torch.Tensor
+    shapedirs: torch.Tensor
+    posedirs: torch.Tensor
+    pose_columns: torch.Tensor
+    weights: torch.Tensor
+    joints: torch.Tensor
+
+
+@dataclass
 class BodyOutput:
     """Posed body. ``vertices`` (..., V, 3) and ``joints`` (..., 24, 3), metres, world frame."""
 
@@ -103,6 +117,7 @@ class BodyModel(torch.nn.Module):
         j_shapedirs = torch.einsum("jv,vcb->jcb", m.J_regressor, m.shapedirs)
         self.register_buffer("_joint_shapedirs", j_shapedirs.reshape(-1, 3, nb), persistent=False)
         self._faces_np = np.asarray(arrays["f"], dtype=np.int64)
+        self._sparse_cache: dict = {}
 
     # ----------------------------------------------------------------------------- accessors
     @property
@@ -217,26 +232,57 @@ class BodyModel(torch.nn.Module):
         Same arguments as :meth:`forward`; returns (..., K, 3) positions of the K requested
         vertices, equal to ``forward(...).vertices[..., vertex_ids, :]`` to float precision.
         """
-        ids = self._vertex_index(vertex_ids)
+        return self.skin_vertices_and_joints(vertex_ids, poses, betas, trans)[0]
+
+    def skin_vertices_and_joints(self, vertex_ids, poses, betas=None, trans=None):
+        """Sparse skinning and the 24 posed joints from one forward-kinematics pass.
+
+        Returns (vertices (..., K, 3), joints (..., 24, 3)), metres, world frame.
+        """
+        sub = self._sparse(vertex_ids)
         rot = self._model_rotmats(poses)
-        batch = rot.shape[:-3]
-        betas = self._betas(betas, batch)
-        m = self.smplx_model
+        betas = self._betas(betas, rot.shape[:-3])
         rest = self._model_rest_joints(betas)
         grot, gpos = forward_kinematics(rot, rest, self.model_parents)
         # Skinning transform of joint j maps a rest point x to grot_j (x - rest_j) + gpos_j.
         shift = gpos - (grot @ rest[..., None])[..., 0]
         eye = torch.eye(3, dtype=rot.dtype, device=rot.device)
-        pose_feature = (rot[..., 1:, :, :] - eye).flatten(-3)
-        v = m.v_template[ids] + torch.einsum("kcb,...b->...kc", m.shapedirs[ids], betas)
-        v = v + torch.einsum("kcp,...p->...kc", self._posedirs_v[ids], pose_feature)
-        w = m.lbs_weights[ids]
-        blend_rot = torch.einsum("kj,...jab->...kab", w, grot)
-        blend_shift = torch.einsum("kj,...ja->...ka", w, shift)
+        pose_feature = (rot[..., 1:, :, :] - eye).flatten(-3)[..., sub.pose_columns]
+        v = sub.template + torch.einsum("kcb,...b->...kc", sub.shapedirs, betas)
+        v = v + torch.einsum("kcp,...p->...kc", sub.posedirs, pose_feature)
+        j = sub.joints  # only the joints that move these vertices
+        blend_rot = torch.einsum("kj,...jab->...kab", sub.weights, grot[..., j, :, :])
+        blend_shift = torch.einsum("kj,...ja->...ka", sub.weights, shift[..., j, :])
         out = (blend_rot @ v[..., None])[..., 0] + blend_shift
+        joints = gpos[..., self._joint_map, :]
         if trans is not None:
-            out = out + self._tensor(trans)[..., None, :]
-        return out
+            t = self._tensor(trans)[..., None, :]
+            out, joints = out + t, joints + t
+        return out, joints
+
+    def _sparse(self, vertex_ids) -> _SparseSubset:
+        """The model arrays restricted to ``vertex_ids`` (cached per id list and device)."""
+        ids = np.asarray(vertex_ids, dtype=np.int64).reshape(-1)
+        key = (ids.tobytes(), str(self.faces.device), self.v_template.dtype)
+        cached = self._sparse_cache.get(key)
+        if cached is None:
+            self._check_vertex_ids(ids)
+            m = self.smplx_model
+            idx = torch.as_tensor(ids, device=self.faces.device)
+            posedirs = self._posedirs_v[idx]
+            cols = torch.nonzero(posedirs.abs().amax(dim=(0, 1)) > 0).flatten()
+            weights = m.lbs_weights[idx]
+            joints = torch.nonzero(weights.abs().amax(dim=0) > 0).flatten()
+            cached = _SparseSubset(
+                template=m.v_template[idx],
+                shapedirs=m.shapedirs[idx],
+                posedirs=posedirs[..., cols],
+                pose_columns=cols,
+                weights=weights[:, joints],
+                joints=joints,
+            )
+            self._sparse_cache[key] = cached
+        return cached
 
     # ------------------------------------------------------------------------------ helpers
     def _tensor(self, x) -> torch.Tensor:
@@ -283,10 +329,6 @@ class BodyModel(torch.nn.Module):
                 f"vertex id {int(ids.max() if ids.max() >= self.num_vertices else ids.min())} "
                 f"is out of range for {self.identity} ({self.num_vertices} vertices)"
             )
-
-    def _vertex_index(self, vertex_ids) -> torch.Tensor:
-        self._check_vertex_ids(vertex_ids)
-        return torch.as_tensor(np.asarray(vertex_ids, dtype=np.int64), device=self.faces.device)
 
     def extra_repr(self) -> str:
         return (

@@ -15,19 +15,28 @@ import sys
 
 def register(sub: argparse._SubParsersAction) -> None:
     motion = sub.add_parser(
-        "motion", help="SMPL motions: BVH import, procedural library, info, render",
+        "motion",
+        help="SMPL motions: BVH import, procedural library, info, render",
         description="Work with SMPL motions (AMASS-style .npz files).",
-    )  # fmt: skip
+    )
     cmds = motion.add_subparsers(dest="motion_command", metavar="SUBCOMMAND", required=True)
 
     p = cmds.add_parser("from-bvh", help="retarget a BVH file to an SMPL motion .npz")
     p.add_argument("file", help="the .bvh file")
     p.add_argument("--out", required=True, help="output .npz (AMASS style)")
-    p.add_argument("--joint-map", default="cmu", help="joint map YAML or a name under "
-                   "conf/joint_maps (default: cmu)")  # fmt: skip
+    p.add_argument(
+        "--joint-map",
+        default="cmu",
+        help="joint map YAML or a name under conf/joint_maps (default: cmu)",
+    )
     p.add_argument("--fps", type=float, default=60.0, help="output frame rate (default 60)")
-    p.add_argument("--floor", choices=("auto", "bvh"), default="auto",
-                   help="floor from foot contacts (auto) or the file's ground plane (bvh)")  # fmt: skip
+    p.add_argument(
+        "--floor",
+        choices=("contacts", "constant", "bvh"),
+        default="contacts",
+        help="planted feet on the floor in every frame (contacts, default), on "
+        "average (constant), or keep the file's ground plane (bvh)",
+    )
     p.add_argument("--model", default=None, help="body model (default: the stand-in)")
     p.set_defaults(func=_from_bvh)
 
@@ -43,8 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = cmds.add_parser("info", help="summarise a motion file")
     p.add_argument("file", help="motion .npz (AMASS SMPL+H / SMPL-X or rbmcap)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--model", default=None, help="body model for the quality figures "
-                   "(default: the stand-in)")  # fmt: skip
+    p.add_argument(
+        "--model", default=None, help="body model for the quality figures (default: the stand-in)"
+    )
     p.set_defaults(func=_info)
 
     p = cmds.add_parser("render", help="draw a motion's skeleton as an animated GIF")

@@ -168,7 +168,7 @@ def make_part(
             input_sha256=digest,
         )
         return "made", writer.write_part(entry, _sequence_blocks(synth, motion, seed, job.name))
-    except (RBMCapError, OSError, ValueError) as exc:
+    except (RBMCapError, OSError) as exc:  # an unusable input, not a bug: skip and name it
         return "skipped", str(exc).replace(str(job.path), job.source).removeprefix(
             f"{job.source}: "
         )

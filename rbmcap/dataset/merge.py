@@ -43,8 +43,15 @@ def merge_datasets(shards: list[str | Path], out: str | Path) -> Manifest:
             owner[key] = (folder, e)
     tails = {n: tuple(first.arrays[n]["frame_shape"]) for n in ARRAY_DTYPES}
     writer = DatasetWriter(out, first.config, tails, shard=None)
-    writer.open()
     entries = [e for _, e in owner.values()]
+    existing = writer.open()
+    if existing is not None and not writer.work.exists():
+        same = {(e.split, e.source, e.checksum) for e in existing.sequences} == {
+            (e.split, e.source, e.checksum) for e in entries
+        }
+        if not same:
+            raise ConfigError(f"{out}: holds another dataset; merge into a new folder")
+        return existing
     source_of = {(e.split, e.source): f for f, e in owner.values()}
 
     def locate(e: SequenceEntry, name: str) -> tuple[Path, int, int]:

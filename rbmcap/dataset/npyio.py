@@ -65,6 +65,10 @@ class NpyWriter:
         if self.written != self.rows:
             raise ValueError(f"{self.path}: {self.written} rows written, {self.rows} declared")
 
+    def abort(self) -> None:
+        """Close without completing (the caller removes the file)."""
+        self._fh.close()
+
     def __enter__(self) -> NpyWriter:
         return self
 
@@ -72,7 +76,7 @@ class NpyWriter:
         if exc_type is None:
             self.close()
         else:
-            self._fh.close()
+            self.abort()
 
 
 def npy_layout(path: str | Path) -> tuple[tuple[int, ...], np.dtype, int]:

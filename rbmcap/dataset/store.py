@@ -50,6 +50,18 @@ as a kill would, to test resumption."""
 _crash_counts: dict[str, int] = {}
 
 
+class CorruptRows(DataError):
+    """A sequence's stored rows do not match its checksum."""
+
+    def __init__(self, entry: SequenceEntry) -> None:
+        super().__init__(f"{entry.source} ({entry.split}): stored rows do not match their checksum")
+        self.entry = entry
+
+
+RowLocator = Callable[[SequenceEntry, str], tuple[Path, int, int]]
+"""(entry, array name) → (.npy file, first row, end row) holding that sequence's rows."""
+
+
 def crash_point(event: str) -> None:
     """Die here (no clean-up, like SIGKILL) when the test hook asks for it."""
     spec = os.environ.get(CRASH_ENV)
@@ -201,7 +213,7 @@ class DatasetWriter:
                 w.close()
         except BaseException:
             for w in writers.values():
-                w._fh.close()
+                w.abort()
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         entry = SequenceEntry(**{**asdict(entry), "checksum": sequence_checksum(digests)})
@@ -262,18 +274,6 @@ class DatasetWriter:
 
     def _part_rows(self, entry: SequenceEntry, name: str) -> tuple[Path, int, int]:
         return self.part_dir(entry.split, entry.source) / f"{name}.npy", 0, entry.frames
-
-
-class CorruptRows(DataError):
-    """A sequence's stored rows do not match its checksum."""
-
-    def __init__(self, entry: SequenceEntry) -> None:
-        super().__init__(f"{entry.source} ({entry.split}): stored rows do not match their checksum")
-        self.entry = entry
-
-
-RowLocator = Callable[[SequenceEntry, str], tuple[Path, int, int]]
-"""(entry, array name) → (.npy file, first row, end row) holding that sequence's rows."""
 
 
 def write_split_arrays(

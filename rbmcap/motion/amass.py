@@ -198,7 +198,9 @@ def read_split_lists(lists: str | Path | Mapping[str, str | Path]) -> dict[str, 
             raise FileNotFoundError(2, "No such folder", str(folder))
         files = {s: folder / f"{s}.txt" for s in SPLITS if (folder / f"{s}.txt").is_file()}
         if not files:
-            raise FormatError(f"{folder}: no split list found (expected train.txt/val.txt/test.txt)")
+            raise FormatError(
+                f"{folder}: no split list found (expected train.txt/val.txt/test.txt)"
+            )
     else:
         files = {str(k): Path(v) for k, v in lists.items()}
     table: dict[str, str] = {}

@@ -65,7 +65,10 @@ class BVH:
 
     @property
     def fps(self) -> float:
-        return 1.0 / self.frame_time
+        """Frames per second; a rate within 0.01% of a whole number is taken as that number
+        (files print the frame time with few digits: CMU's 0.0083333 s means 120 Hz)."""
+        rate = 1.0 / self.frame_time
+        return float(round(rate)) if abs(rate - round(rate)) < 1e-4 * rate else rate
 
     def index(self, name: str) -> int:
         return self.names.index(name)
@@ -233,14 +236,17 @@ class _Tokens:
         self.pos = 0
 
     def fail(self, expected: str, got: str | None = None) -> None:
-        line = self.items[self.pos - 1][1] if 0 < self.pos <= len(self.items) else "end"
-        found = f", found {got!r}" if got is not None else ""
-        raise FormatError(f"{self.label}: line {line}: expected {expected}{found}")
+        if 0 < self.pos <= len(self.items):
+            where = f"line {self.items[self.pos - 1][1]}"
+            found = f", found {got!r}" if got is not None else ""
+        else:
+            where, found = "end of file", ", found end of file"
+        raise FormatError(f"{self.label}: {where}: expected {expected}{found}")
 
-    def next(self) -> str:
+    def next(self, expected: str = "more of the hierarchy") -> str:
         if self.pos >= len(self.items):
             self.pos += 1
-            self.fail("more hierarchy", "end of file")
+            self.fail(expected)
         tok = self.items[self.pos][0]
         self.pos += 1
         return tok
@@ -252,7 +258,7 @@ class _Tokens:
         return self.items[self.pos][0].upper() if self.pos < len(self.items) else ""
 
     def expect(self, word: str) -> None:
-        tok = self.next()
+        tok = self.next(repr(word))
         if tok.upper() != word:
             self.fail(repr(word), tok)
 

@@ -8,6 +8,7 @@ unless another is given) at one shape. Outputs are float64 numpy arrays in the w
 
 from __future__ import annotations
 
+import weakref
 from functools import lru_cache
 
 import numpy as np
@@ -17,11 +18,14 @@ from scipy.spatial import ConvexHull, QhullError
 
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS, forward_kinematics
 
-LEFT_ANKLE, RIGHT_ANKLE = SMPL_JOINT_NAMES.index("left_ankle"), SMPL_JOINT_NAMES.index("right_ankle")
+LEFT_ANKLE, RIGHT_ANKLE = (
+    SMPL_JOINT_NAMES.index("left_ankle"),
+    SMPL_JOINT_NAMES.index("right_ankle"),
+)
 LEFT_FOOT, RIGHT_FOOT = SMPL_JOINT_NAMES.index("left_foot"), SMPL_JOINT_NAMES.index("right_foot")
 FOOT_JOINTS = (LEFT_FOOT, RIGHT_FOOT)
 
-_FOOT_REGION_M = 0.15  # rest vertices this close above the sole are all contact candidates
+_FOOT_REGION_M = 0.03  # rest vertices this close above the sole are all contact candidates
 _SOLE_BAND_M = 0.015  # rest vertices of the feet this close above the sole form the soles
 
 
@@ -53,10 +57,10 @@ class MotionKinematics:
             rest_verts = self.body.forward(zero, self.betas).vertices.double().numpy()
         self.sole_height = float(rest_verts[:, 1].min())
         """Rest height (canonical Y) of the soles: the lowest rest vertex."""
-        weights = self.body.lbs_weights.detach().double().numpy()
-        self.sole_vertices, self.sole_side = _sole_vertices(rest_verts, weights, self.sole_height)
-        """(K,) ids of the vertices on the soles and (K,) their foot: 0 left, 1 right."""
-        self.candidate_vertices = _contact_candidates(rest_verts, weights, self.sole_height)
+        self.sole_vertices, self.sole_side, self.candidate_vertices = _vertex_sets(self.body)
+        """(K,) ids of the vertices on the soles and (K,) their foot: 0 left, 1 right; and the
+        vertices searched for the lowest point (see :meth:`lowest_candidates`)."""
+        self._sole_in_candidates = np.searchsorted(self.candidate_vertices, self.sole_vertices)
 
     # ------------------------------------------------------------------------------ posing
     def pose(self, poses: np.ndarray, trans: np.ndarray | None = None):
@@ -71,6 +75,14 @@ class MotionKinematics:
     def soles(self, poses: np.ndarray, trans: np.ndarray | None = None) -> np.ndarray:
         """(T, K, 3) world positions of the sole vertices (see ``sole_vertices``)."""
         return self._skin(self.sole_vertices, poses, trans)
+
+    def contact_points(self, poses: np.ndarray, trans: np.ndarray | None = None):
+        """Both :meth:`lowest_candidates` and :meth:`soles` from one skinning pass:
+        (lowest (T,), its vertex id (T,), soles (T, K, 3))."""
+        pts = self._skin(self.candidate_vertices, poses, trans)
+        k = pts[..., 2].argmin(-1)
+        lowest = np.take_along_axis(pts[..., 2], k[:, None], -1)[:, 0]
+        return lowest, self.candidate_vertices[k], pts[:, self._sole_in_candidates]
 
     def _skin(self, ids: np.ndarray, poses: np.ndarray, trans, chunk: int = 512) -> np.ndarray:
         out = []
@@ -87,8 +99,9 @@ class MotionKinematics:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Per frame, the lowest height (T,) over the contact-candidate vertices and its vertex id.
 
-        The candidates are every vertex of the feet and the convex hull of every body segment,
-        so for a standing body the result is the exact lowest mesh vertex.
+        The candidates cover the feet completely and the rest of the body sparsely, so for a
+        body standing on its feet the result is the exact lowest mesh vertex (elsewhere it is
+        within a few millimetres).
         """
         ids = self.candidate_vertices
         z = self._skin(ids, poses, None, chunk)[..., 2]
@@ -121,6 +134,22 @@ class MotionKinematics:
         return side
 
 
+_VERTEX_SETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _vertex_sets(body) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sole vertices, their side, and lowest-point candidates of a body's mesh (chosen once per
+    body on its template: they depend on the topology, not on the shape)."""
+    if body not in _VERTEX_SETS:
+        verts = body.v_template.detach().double().numpy()
+        weights = body.lbs_weights.detach().double().numpy()
+        sole = float(verts[:, 1].min())
+        ids, side = _sole_vertices(verts, weights, sole)
+        candidates = np.union1d(_contact_candidates(verts, weights, sole), ids)
+        _VERTEX_SETS[body] = (ids, side, candidates)
+    return _VERTEX_SETS[body]
+
+
 def _sole_vertices(
     rest_verts: np.ndarray, weights: np.ndarray, sole: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -135,15 +164,17 @@ def _sole_vertices(
 
 
 def _contact_candidates(rest_verts: np.ndarray, weights: np.ndarray, sole: float) -> np.ndarray:
+    """Vertices that can be the lowest point: every foot vertex near the sole, each foot
+    segment's convex hull, and every 4th hull vertex of the other segments (a smooth surface's
+    lowest point then lies within millimetres of a sampled one)."""
     ids = set(np.nonzero(rest_verts[:, 1] < sole + _FOOT_REGION_M)[0].tolist())
     dominant = weights.argmax(-1)
+    feet = (LEFT_ANKLE, RIGHT_ANKLE, LEFT_FOOT, RIGHT_FOOT)
     for j in np.unique(dominant):
         members = np.nonzero(dominant == j)[0]
-        if len(members) >= 4:
-            try:
-                ids.update(members[ConvexHull(rest_verts[members]).vertices].tolist())
-            except QhullError:  # flat or degenerate patch: keep all its vertices
-                ids.update(members.tolist())
-        else:
-            ids.update(members.tolist())
+        try:
+            hull = members[ConvexHull(rest_verts[members]).vertices]
+        except (QhullError, ValueError):  # too few or flat: keep them all
+            hull = members
+        ids.update((hull if j in feet else np.sort(hull)[::4]).tolist())
     return np.array(sorted(ids), dtype=np.int64)

@@ -1,7 +1,8 @@
 """Skeleton animations of SMPL motions (matplotlib → GIF), for people to check motion by eye.
 
-The camera follows the pelvis over a floor grid (0.5 m squares) and looks at the body from the
-side of its overall travel, so walking is seen in profile; the subject's left side is drawn blue,
+The camera follows the pelvis over a floor grid (0.5 m squares) when the body travels, and looks
+from the side of its overall travel so walking is seen in profile (from the front-left when the
+body stays in place); the subject's left side is drawn blue,
 the right red, the body's shadow grey on the floor, and the pelvis's path as a trail.
 """
 
@@ -13,13 +14,13 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display needed; must precede pyplot
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.animation import FuncAnimation, PillowWriter  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.animation import FuncAnimation, PillowWriter
 
-from rbmcap.motion.kinematics import MotionKinematics  # noqa: E402
-from rbmcap.motion.smpl_motion import SMPLMotion  # noqa: E402
-from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS  # noqa: E402
+from rbmcap.motion.kinematics import MotionKinematics
+from rbmcap.motion.smpl_motion import SMPLMotion
+from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
 _LEFT, _RIGHT, _MID = "#1f5fbf", "#c8312b", "#333333"
 _HALF_WIDTH = 1.0  # metres of floor shown either side of the pelvis
@@ -29,7 +30,7 @@ _GRID = 0.5
 def frame_indices(num_frames: int, fps: float, out_fps: float, max_frames: int) -> np.ndarray:
     """Frames to draw: every k-th so the GIF plays at about ``out_fps`` in real time, thinned
     further (and then no longer real time) if that would exceed ``max_frames``."""
-    step = max(1, int(round(fps / out_fps)))
+    step = max(1, round(fps / out_fps))
     step = max(step, int(np.ceil(num_frames / max_frames)))
     return np.arange(0, num_frames, step)
 
@@ -49,8 +50,8 @@ def render_motion(
         motion: the motion.
         out: the ``.gif`` path.
         body: body model giving the skeleton (default the stand-in) at the motion's betas.
-        out_fps: playback rate; frames are subsampled to it.
-        max_frames: at most this many frames (longer motions are thinned further).
+        out_fps: about this many pictures per second of motion; the GIF plays in real time.
+        max_frames: at most this many pictures (longer motions are thinned further).
         size_px: width and height of the picture.
 
     Returns:
@@ -61,20 +62,24 @@ def render_motion(
     kin = MotionKinematics(body, motion.betas)
     joints, _ = kin.pose(motion.poses, motion.trans)
     idx = frame_indices(motion.num_frames, motion.fps, out_fps, max_frames)
-    playback = out_fps if len(idx) * max(1, round(motion.fps / out_fps)) >= motion.num_frames else (
-        len(idx) / motion.duration_s
-    )
+    step = int(idx[1] - idx[0]) if len(idx) > 1 else 1
+    playback = motion.fps / step  # real time, however thinned
     view_azim = _camera_azimuth(joints)
     dpi = 80
     fig = plt.figure(figsize=(size_px / dpi, size_px / dpi), dpi=dpi)
     ax = fig.add_subplot(projection="3d")
     fig.subplots_adjust(0, 0, 1, 1)
     colours = [_bone_colour(j) for j in range(24)]
+    # Follow the pelvis when the body travels; otherwise keep the floor still under it.
+    path = joints[:, 0, :2]
+    centres = path.copy()
+    if np.linalg.norm(path - path.mean(0), axis=-1).max() < 0.6:
+        centres[:] = path.mean(0)
 
     def draw(k: int):
         i = idx[k]
         ax.cla()
-        centre = joints[i, 0, :2]
+        centre = centres[i]
         lo, hi = centre - _HALF_WIDTH, centre + _HALF_WIDTH
         _floor_grid(ax, lo, hi)
         trail = joints[: i + 1, 0]
@@ -96,7 +101,11 @@ def render_motion(
         ax.view_init(elev=12, azim=view_azim)
         ax.set_axis_off()
         ax.text2D(
-            0.03, 0.95, f"{motion.name}  {i / motion.fps:5.2f} s", transform=ax.transAxes, fontsize=9
+            0.03,
+            0.95,
+            f"{motion.name}  {i / motion.fps:5.2f} s",
+            transform=ax.transAxes,
+            fontsize=9,
         )
         return []
 

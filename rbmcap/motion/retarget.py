@@ -7,36 +7,43 @@ the BVH's joints are framed or how many helper joints it has:
    segment (the bone from j towards its child).
 2. Rest-pose alignment: Q_j is the rotation that turns SMPL's rest segment j onto the BVH's rest
    segment k — the pelvis by a best fit of the body's up and left-right directions, every other
-   segment by the smallest extra turn of its bone direction on top of its parent's Q. A BVH in
-   A-pose, with arms hanging, or facing another way is thus aligned segment by segment.
+   segment by an extra turn of its bone direction on top of its parent's Q (about the body's
+   forward axis for limbs in the frontal plane, as rest poses differ by raised or lowered arms
+   and spread legs; the smallest turn otherwise). A BVH in A-pose, with arms hanging, or facing
+   another way is thus aligned segment by segment.
 3. Per frame the SMPL global rotation is G_j = C · B_k · Q_j, with B_k the BVH joint's global
    rotation and C the turn from the BVH's world (Y up unless the map says Z) to rbmcap's Z-up world.
 4. SMPL joints the map leaves out take a rotation interpolated (slerp) between their nearest
    mapped ancestor and nearest mapped descendant along the chain — a missing spine joint shares
    the bend of its neighbours — or their parent's rotation when nothing below them is mapped.
 5. The root path is the BVH root's, in metres, scaled by the ratio of SMPL's to the BVH's leg
-   length so steps fit the SMPL legs; optionally the floor is re-estimated from foot contacts.
+   length so steps fit the SMPL legs; by default its height is then corrected wherever a foot is
+   planted so that foot rests on the floor (other proportions would make it sink or float).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import roma
 import torch
+from scipy.ndimage import gaussian_filter1d
 
 from rbmcap.errors import ConfigError, FormatError
 from rbmcap.motion._config import CONF_DIR, load_yaml_mapping
 from rbmcap.motion.bvh import BVH, read_bvh
-from rbmcap.motion.kinematics import MotionKinematics
+from rbmcap.motion.kinematics import FOOT_JOINTS, MotionKinematics
 from rbmcap.motion.rotations import rotation_between, rotmat_slerp_pairwise
 from rbmcap.motion.smpl_motion import SMPLMotion
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
 JOINT_MAP_DIR = CONF_DIR / "joint_maps"
 DEFAULT_JOINT_MAP = "cmu"
+FLOOR_MODES = ("contacts", "constant", "bvh")
+CONTACT_SPEED = 0.2  # m/s: a supporting foot slower than this is planted
 _INDEX = {name: i for i, name in enumerate(SMPL_JOINT_NAMES)}
 _CHILDREN = {j: [c for c, p in enumerate(SMPL_PARENTS) if p == j] for j in range(24)}
 # The child whose bone defines a segment's direction where a joint has several children.
@@ -129,7 +136,7 @@ def retarget_bvh(
     body=None,
     betas: np.ndarray | None = None,
     fps: float | None = None,
-    floor: str = "auto",
+    floor: str = "contacts",
     translation_scale: float | str = "auto",
     name: str | None = None,
 ) -> SMPLMotion:
@@ -141,9 +148,11 @@ def retarget_bvh(
         body: body model whose rest skeleton receives the motion; default the stand-in.
         betas: (B,) shape of that body; default zeros.
         fps: resample to this rate (default: keep the file's rate).
-        floor: 'auto' re-estimates the floor from foot contacts (the median height of the lowest
-            mesh point over frames where it rests on a foot) and puts it at z = 0; 'bvh' keeps
-            the file's ground plane (height 0 along its up axis).
+        floor: 'contacts' (default) puts the supporting foot on z = 0 in every frame where it
+            is planted (slower than 0.2 m/s), blending the height correction smoothly across
+            the frames between contacts, so SMPL's leg proportions do not make feet sink or
+            float; 'constant' only moves the whole motion so planted feet rest on z = 0 on
+            median; 'bvh' keeps the file's ground plane (height 0 along its up axis).
         translation_scale: 'auto' scales the root path by SMPL's / the BVH's leg length; or a
             number (1.0 keeps the file's path in metres).
         name: the motion's name.
@@ -153,8 +162,8 @@ def retarget_bvh(
     """
     if not isinstance(joint_map, JointMap):
         joint_map = JointMap.load(joint_map if joint_map is not None else DEFAULT_JOINT_MAP)
-    if floor not in ("auto", "bvh"):
-        raise ConfigError(f"floor must be 'auto' or 'bvh', got {floor!r}")
+    if floor not in FLOOR_MODES:
+        raise ConfigError(f"floor must be one of {', '.join(FLOOR_MODES)}, got {floor!r}")
     joint_map.check_covers(bvh)
     kin = MotionKinematics(body, betas)
     mapped = {_INDEX[s]: bvh.index(b) for s, b in joint_map.joints.items()}
@@ -177,15 +186,14 @@ def retarget_bvh(
         try:
             scale = float(translation_scale)
         except (TypeError, ValueError):
-            raise ConfigError(f"translation_scale must be 'auto' or a number") from None
+            raise ConfigError("translation_scale must be 'auto' or a number") from None
     root = b_pos[:, mapped[0]] * units * scale
     trans = root @ world.numpy().T - smpl_rest[0]
 
-    n_betas = kin.body.num_betas
     motion = SMPLMotion(
         poses=poses,
         trans=trans,
-        betas=np.asarray(kin.betas.double().numpy()[:n_betas]),
+        betas=np.zeros(kin.body.num_betas) if betas is None else betas,
         fps=bvh.fps,
         name=name or Path(bvh.path).stem,
         source={
@@ -197,25 +205,37 @@ def retarget_bvh(
     )
     if fps is not None:
         motion = motion.resample(fps)
-    if floor == "auto":
-        offset = estimate_floor(motion, kin)
+    if floor != "bvh":
+        offset = _floor_offsets(motion, kin, per_frame=floor == "contacts")
         motion.trans[:, 2] -= offset
-        motion.source["floor_offset_m"] = offset
+        motion.source["floor_offset_m"] = float(np.median(offset))
     return motion
 
 
-def estimate_floor(motion: SMPLMotion, kin: MotionKinematics) -> float:
-    """Height of the floor under a motion: the median height of the body's lowest point over
-    frames where that point is on a foot and moves slower than 0.2 m/s horizontally."""
-    z, vertex = kin.lowest_candidates(motion.poses, motion.trans)
-    on_foot = kin.vertex_side_foot(vertex) >= 0
+def _floor_offsets(motion: SMPLMotion, kin: MotionKinematics, per_frame: bool) -> np.ndarray:
+    """(T,) heights to lower the motion by so planted feet rest on z = 0: per planted frame
+    (interpolated and smoothed in between), or one median value."""
+    height, planted = support_foot_heights(motion, kin)
+    if not per_frame or planted.sum() < 2:
+        return np.full(len(height), np.median(height[planted] if planted.any() else height))
+    frames = np.arange(len(height))
+    offset = np.interp(frames, frames[planted], height[planted])
+    return gaussian_filter1d(offset, max(1.0, 0.03 * motion.fps), mode="nearest")
+
+
+def support_foot_heights(
+    motion: SMPLMotion, kin: MotionKinematics
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per frame, the height (T,) of the lower foot's lowest sole vertex, and whether that foot
+    is planted (T,) bool: its ball joint moves slower than 0.2 m/s."""
+    soles = kin.soles(motion.poses, motion.trans)
+    heights = np.stack([soles[:, kin.sole_side == s, 2].min(-1) for s in (0, 1)], axis=1)
     joints, _ = kin.pose(motion.poses, motion.trans)
-    feet = joints[:, [10, 11], :2]
-    speed = np.linalg.norm(np.gradient(feet, axis=0), axis=-1).min(-1) * motion.fps
-    contact = on_foot & (speed < 0.2)
-    if contact.sum() < max(3, 0.05 * len(z)):
-        contact = on_foot if on_foot.any() else np.ones_like(on_foot)
-    return float(np.median(z[contact]))
+    speed = np.linalg.norm(np.gradient(joints[:, list(FOOT_JOINTS)], axis=0), axis=-1)
+    speed = speed * motion.fps
+    lower = heights.argmin(1)
+    frames = np.arange(len(heights))
+    return heights[frames, lower], speed[frames, lower] < CONTACT_SPEED
 
 
 # ------------------------------------------------------------------------------ the method
@@ -278,6 +298,7 @@ def _rest_alignment(
         q[0] = rotation_between(found[0][0], found[0][1])
     else:
         q[0] = torch.eye(3, dtype=torch.float64)
+    forward = q[0] @ torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
     for j in range(1, 24):
         q[j] = q[SMPL_PARENTS[j]]
         if j not in mapped:
@@ -285,8 +306,25 @@ def _rest_alignment(
         target = _next_mapped_on_chain(j, mapped)
         dirs = pair(j, target) if target is not None else None
         if dirs is not None:
-            q[j] = rotation_between(q[j] @ dirs[0], dirs[1]) @ q[j]
+            q[j] = _turn_bone(q[j] @ dirs[0], dirs[1], forward) @ q[j]
     return q
+
+
+def _turn_bone(src: torch.Tensor, dst: torch.Tensor, forward: torch.Tensor) -> torch.Tensor:
+    """Rotation turning unit bone direction ``src`` onto ``dst``. Rest poses differ mostly by
+    how far limbs are raised or spread in the frontal plane (T-pose, A-pose, arms hanging), so a
+    bone lying in that plane first turns about the body's forward axis, then by the (small)
+    remaining smallest rotation; other bones take the smallest rotation."""
+
+    def in_plane(v: torch.Tensor) -> torch.Tensor:
+        return v - (v @ forward) * forward
+
+    a, b = in_plane(src), in_plane(dst)
+    if a.norm() < 0.5 or b.norm() < 0.5:
+        return rotation_between(src, dst)
+    angle = torch.atan2(torch.cross(a, b, dim=-1) @ forward, a @ b)
+    frontal = roma.rotvec_to_rotmat(forward * angle)
+    return rotation_between(frontal @ src, dst) @ frontal
 
 
 def _smpl_global_rotations(
@@ -319,11 +357,11 @@ def _leg_ratio(mapped: dict[int, int], smpl_rest: np.ndarray, bvh_rest: np.ndarr
     for side in ("left", "right"):
         chain = [_INDEX[f"{side}_{n}"] for n in ("hip", "knee", "ankle")]
         if all(j in mapped for j in chain):
-            s = sum(np.linalg.norm(smpl_rest[b] - smpl_rest[a]) for a, b in zip(chain, chain[1:]))
-            b = sum(
-                np.linalg.norm(bvh_rest[mapped[y]] - bvh_rest[mapped[x]])
-                for x, y in zip(chain, chain[1:])
+            smpl = sum(np.linalg.norm(smpl_rest[b] - smpl_rest[a]) for a, b in pairwise(chain))
+            bvh = sum(
+                np.linalg.norm(bvh_rest[mapped[b]] - bvh_rest[mapped[a]])
+                for a, b in pairwise(chain)
             )
-            if b > 1e-6:
-                ratios.append(s / b)
+            if bvh > 1e-6:
+                ratios.append(smpl / bvh)
     return float(np.mean(ratios)) if ratios else 1.0

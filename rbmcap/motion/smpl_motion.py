@@ -102,9 +102,7 @@ class SMPLMotion:
         step = index.step or 1
         if step <= 0:
             raise ValueError("SMPLMotion slices need a positive step")
-        return self.replace(
-            poses=self.poses[index], trans=self.trans[index], fps=self.fps / step
-        )
+        return self.replace(poses=self.poses[index], trans=self.trans[index], fps=self.fps / step)
 
     def replace(self, **changes: Any) -> SMPLMotion:
         """A copy with some fields changed (arrays are copied)."""
@@ -137,7 +135,7 @@ class SMPLMotion:
         if fps == self.fps or self.num_frames < 2:
             return self.replace(fps=fps)
         span = (self.num_frames - 1) / self.fps
-        count = int(math.floor(span * fps + 1e-9)) + 1
+        count = math.floor(span * fps + 1e-6) + 1
         pos = np.arange(count, dtype=np.float64) * (self.fps / fps)
         lo = np.minimum(np.floor(pos + 1e-9).astype(np.int64), self.num_frames - 1)
         hi = np.minimum(lo + 1, self.num_frames - 1)

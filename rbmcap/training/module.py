@@ -19,11 +19,13 @@ import roma
 import torch
 
 from rbmcap.body.joints import JointModel
+from rbmcap.errors import ConfigError
 from rbmcap.metrics import joint_angle_error, mpjpe, rotation_angle
 from rbmcap.model.features import FeatureEncoder
 from rbmcap.model.losses import betas_l1, rotation_loss, trans_l2
 from rbmcap.model.rotation6d import rotation_6d_to_matrix
 from rbmcap.model.networks import build_network
+from rbmcap.skeleton import SMPL_PARENTS
 from rbmcap.training.dropout import drop_markers
 
 
@@ -42,6 +44,9 @@ class RBMRegressor(L.LightningModule):
         joint_template, joint_shapedirs: the body's joint model (see :class:`JointModel`).
         body_id: identity of the body the data was made with.
         features: one of 'raw', 'paper', 'canonical', 'kinematic'.
+        rotations: what the network's 24 rotations mean: 'global' (each bone's rotation in the
+            feature frame, turned into local rotations through the tree: no error accumulates
+            down the chain, and a plate's bone estimate is a direct answer) or 'local'.
         network: ``{"name": ..., **kwargs}`` for :func:`rbmcap.model.networks.build_network`.
         loss: ``{"rotation": name, "w_rotation", "w_betas", "w_trans", "w_joints"}``.
         optim: ``{"lr", "weight_decay", "decay", "decay_every"}`` (step decay ×decay every
@@ -59,6 +64,7 @@ class RBMRegressor(L.LightningModule):
         joint_shapedirs,
         body_id: str,
         features: str = "kinematic",
+        rotations: str = "global",
         network: dict[str, Any] | None = None,
         loss: dict[str, Any] | None = None,
         optim: dict[str, Any] | None = None,
@@ -84,6 +90,7 @@ class RBMRegressor(L.LightningModule):
                 "joint_shapedirs": js.tolist(),
                 "body_id": body_id,
                 "features": features,
+                "rotations": rotations,
                 "network": network,
                 "loss": self.loss_cfg,
                 "optim": self.optim_cfg,
@@ -93,6 +100,9 @@ class RBMRegressor(L.LightningModule):
             }
         )
         self.num_betas = num_betas
+        if rotations not in ("global", "local"):
+            raise ConfigError(f"rotations={rotations!r}: expected 'global' or 'local'")
+        self.global_rotations = rotations == "global"
         self.encoder = FeatureEncoder(features, markers["parents"], rest)
         net_kwargs = dict(network)
         name = net_kwargs.pop("name")
@@ -124,6 +134,10 @@ class RBMRegressor(L.LightningModule):
         """Network outputs (B, T, out_dim) → SMPL parameters in the world (see :meth:`forward`)."""
         sixd = y[..., : 24 * 6].reshape(*y.shape[:-1], 24, 6) + self.identity_6d
         rots = rotation_6d_to_matrix(sixd.float())
+        if self.global_rotations:
+            parents = torch.tensor([max(p, 0) for p in SMPL_PARENTS], device=rots.device)
+            local = rots[..., parents, :, :].transpose(-1, -2) @ rots
+            rots = torch.cat([rots[..., :1, :, :], local[..., 1:, :, :]], dim=-3)
         b = y[..., 24 * 6 : 24 * 6 + self.num_betas]
         if self.is_causal:
             steps = torch.arange(1, b.shape[-2] + 1, device=b.device, dtype=b.dtype)[:, None]

@@ -73,6 +73,7 @@ def build_model(cfg: DictConfig, body, markers):
         joint_shapedirs=body._joint_shapedirs[body._joint_map],
         body_id=body.identity,
         features=plain["features"],
+        rotations=plain.get("rotations", "global"),
         network=plain["model"],
         loss=plain["loss"],
         optim=plain["optim"],
@@ -109,6 +110,7 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
     from rbmcap.body import load_body_model
     from rbmcap.dataset import Manifest
     from rbmcap.markers.markerset import load_marker_set
+    from rbmcap.training.callbacks import EpochSummary
     from rbmcap.training.data import RBMDataModule
 
     output_dir = Path(output_dir)
@@ -132,7 +134,9 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
         monitor="val/mpjpe_mm", mode="min", save_last=True, auto_insert_metric_name=False,
     )  # fmt: skip
     loggers = build_loggers(cfg, output_dir)
-    callbacks = [checkpoint] + ([LearningRateMonitor("step")] if loggers else [])
+    callbacks = [checkpoint, EpochSummary()]
+    if loggers:
+        callbacks.append(LearningRateMonitor("step"))
     trainer_kwargs = OmegaConf.to_container(cfg.trainer, resolve=True)
     trainer = L.Trainer(default_root_dir=output_dir, logger=loggers or False,
                         callbacks=callbacks, **trainer_kwargs)  # fmt: skip

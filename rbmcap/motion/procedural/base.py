@@ -56,8 +56,10 @@ class PoseTrack:
         """Thigh forward (flexion), outward (abduction), turned about its axis (rotation)."""
         m = _MIRROR[side]
         joint = f"{side}_hip"
-        return self.turn(joint, "z", m * abduction).turn(joint, "x", -flexion).turn(
-            joint, "y", m * rotation
+        return (
+            self.turn(joint, "z", m * abduction)
+            .turn(joint, "x", -flexion)
+            .turn(joint, "y", m * rotation)
         )
 
     def knee(self, side: str, flexion) -> PoseTrack:
@@ -187,8 +189,7 @@ def ground_and_plant(
     """
     t = len(poses)
     flight = np.zeros(t) if flight is None else np.asarray(flight, dtype=np.float64)
-    lowest, _ = kin.lowest_candidates(poses)
-    soles = kin.soles(poses)
+    lowest, _, soles = kin.contact_points(poses)
     z = -lowest + flight
     grounded = flight <= 1e-9
     step = np.full((t, 2), np.nan)

@@ -8,17 +8,20 @@ import torch
 from scipy.interpolate import PchipInterpolator
 
 from rbmcap.motion.limits import JointLimits
-from rbmcap.motion.procedural.base import J, Built, PoseTrack, smooth_noise
+from rbmcap.motion.procedural.base import Built, J, PoseTrack, smooth_noise
 
-# How much of each joint's limit box the exploration may use: the legs little (the body keeps
-# standing), the spine and neck moderately, the arms most of it.
+# How far from rest towards its limits each joint may explore: the legs little (the body keeps
+# standing), the spine and neck moderately, the arms most of the way.
 _SPAN = {
-    "hip": 0.25, "knee": 0.2, "ankle": 0.25, "foot": 0.3, "spine": 0.45, "neck": 0.5,
+    "hip": 0.3, "knee": 0.3, "ankle": 0.3, "foot": 0.3, "spine": 0.45, "neck": 0.5,
     "head": 0.5, "collar": 0.5, "shoulder": 0.75, "elbow": 0.8, "wrist": 0.6, "hand": 0.6,
 }  # fmt: skip
 
 
-_REST = {"left_shoulder": np.radians([0.0, 0.0, -75.0]), "right_shoulder": np.radians([0.0, 0.0, 75.0])}
+_REST = {
+    "left_shoulder": np.radians([0.0, 0.0, -75.0]),
+    "right_shoulder": np.radians([0.0, 0.0, 75.0]),
+}
 
 
 def _span(joint: str) -> float:
@@ -27,28 +30,33 @@ def _span(joint: str) -> float:
 
 def explore(rng: np.random.Generator, fps: float, kin) -> Built:
     """Every joint drifts through random key poses inside its limits (monotone cubic between
-    keys, so nothing overshoots), 0.6-1.5 s apart, while the body stands and turns slowly."""
+    keys, so nothing overshoots), 0.6-1.5 s apart, while the body stands and turns slowly. Keys
+    are drawn between the rest pose and a fraction of the way to each limit."""
     limits = JointLimits.load()
     duration = rng.uniform(5.0, 10.0)
-    t = np.arange(int(round(duration * fps))) / fps
+    t = np.arange(round(duration * fps)) / fps
     track = PoseTrack(len(t))
     poses = np.zeros((len(t), 24, 3))
     for name, j in J.items():
         if name == "pelvis":
             continue
-        mid = (limits.lower[j] + limits.upper[j]) / 2
-        half = (limits.upper[j] - limits.lower[j]) / 2 * _span(name)
-        # Start and end near the rest pose (arms lowered) so clips join up with standing.
+        rest = np.clip(_REST.get(name, np.zeros(3)), limits.lower[j], limits.upper[j])
+        lo = rest + _span(name) * (limits.lower[j] - rest)
+        hi = rest + _span(name) * (limits.upper[j] - rest)
+        # Start and end at the rest pose (arms lowered) so clips join up with standing.
         keys_t = np.concatenate([[0.0], np.cumsum(rng.uniform(0.6, 1.5, 20))])
         keys_t = keys_t[keys_t < duration - 0.4]
         keys_t = np.append(keys_t, duration)
-        keys = rng.uniform(mid - half, mid + half, (len(keys_t), 3))
-        keys[0] = keys[-1] = np.clip(_REST.get(name, 0.0), limits.lower[j], limits.upper[j])
+        keys = rng.uniform(lo, hi, (len(keys_t), 3))
+        keys[0] = keys[-1] = rest
         poses[:, j] = PchipInterpolator(keys_t, keys, axis=0)(t)
     # Keep the soles roughly flat and the body upright: legs mirror-symmetric half of the time.
     if rng.uniform() < 0.5:
-        for a, b in (("left_hip", "right_hip"), ("left_knee", "right_knee"),
-                     ("left_ankle", "right_ankle")):  # fmt: skip
+        for a, b in (
+            ("left_hip", "right_hip"),
+            ("left_knee", "right_knee"),
+            ("left_ankle", "right_ankle"),
+        ):
             poses[:, J[b]] = poses[:, J[a]] * np.array([1.0, -1.0, -1.0])
     track.rot[:] = roma.rotvec_to_rotmat(torch.from_numpy(poses))
     heading = rng.uniform(0, 360) + np.cumsum(smooth_noise(rng, t, 25, 4)) / fps

@@ -31,7 +31,7 @@ def foot_drift(soles: np.ndarray, side: np.ndarray, fps: float) -> np.ndarray:
     """
     t_len = len(soles)
     out = np.zeros((t_len, 2, 2))
-    fade = max(1, int(round(FADE_S * fps)))
+    fade = max(1, round(FADE_S * fps))
     for f in (0, 1):
         pts = soles[:, side == f]
         pivot = pts[..., 2].argmin(-1)
@@ -72,9 +72,15 @@ def lock_feet(
         target = joints[:, ankle].clone()
         target[:, :2] += torch.from_numpy(correction[:, f])
         g_hip, g_knee = _two_bone_ik(
-            joints[:, hip], joints[:, knee], joints[:, ankle], target,
-            grot[:, hip], grot[:, knee], rest[knee] - rest[hip], rest[ankle] - rest[knee],
-        )  # fmt: skip
+            joints[:, hip],
+            joints[:, knee],
+            joints[:, ankle],
+            target,
+            grot[:, hip],
+            grot[:, knee],
+            rest[knee] - rest[hip],
+            rest[ankle] - rest[knee],
+        )
         g_pelvis, g_ankle = grot[:, J["pelvis"]], grot[:, ankle]
         rot[:, hip] = g_pelvis.transpose(-1, -2) @ g_hip
         rot[:, knee] = g_hip.transpose(-1, -2) @ g_knee
@@ -90,9 +96,7 @@ def _two_bone_ik(a, b, c, target, g_a, g_b, rest_ab, rest_bc):
     Returns the new global rotations of a and b, (T, 3, 3) each.
     """
     l_ab, l_bc = (b - a).norm(dim=-1), (c - b).norm(dim=-1)
-    l_at = (target - a).norm(dim=-1).clamp(
-        (l_ab - l_bc).abs() + 1e-4, l_ab + l_bc - 1e-4
-    )
+    l_at = (target - a).norm(dim=-1).clamp((l_ab - l_bc).abs() + 1e-4, l_ab + l_bc - 1e-4)
 
     def angle(u, v):
         cos = (u * v).sum(-1) / (u.norm(dim=-1) * v.norm(dim=-1)).clamp_min(1e-12)

@@ -24,7 +24,7 @@ import torch
 from scipy.ndimage import gaussian_filter1d
 
 from rbmcap.motion.kinematics import MotionKinematics
-from rbmcap.motion.procedural.base import J, SIDES, Built, PoseTrack, ease, smooth_noise
+from rbmcap.motion.procedural.base import SIDES, Built, J, PoseTrack, ease, smooth_noise
 from rbmcap.motion.rotations import axis_rotmat
 
 _UPRIGHT = roma.rotvec_to_rotmat(torch.tensor([np.pi / 2, 0.0, 0.0], dtype=torch.float64))
@@ -134,7 +134,7 @@ class _Step:
 
 
 def _gait(rng: np.random.Generator, fps: float, kin: MotionKinematics, p: GaitParams) -> Built:
-    t = np.arange(int(round(p.duration * fps))) / fps
+    t = np.arange(round(p.duration * fps)) / fps
     n = len(t)
     start = p.lead
     stop = p.duration - 0.5
@@ -167,7 +167,9 @@ def _gait(rng: np.random.Generator, fps: float, kin: MotionKinematics, p: GaitPa
         strike = lift + swing_time
         mid = strike + 0.5 * p.duty * period
         yaw = float(np.interp(mid, t, heading))
-        steps.append(_Step(foot, lift, strike, *geometry.footprint(foot, at(path, mid), yaw, p.width)))
+        steps.append(
+            _Step(foot, lift, strike, *geometry.footprint(foot, at(path, mid), yaw, p.width))
+        )
         lift += 0.5 * period
         foot = 1 - foot
 
@@ -227,7 +229,9 @@ def _upper_body(track: PoseTrack, rng, t, phase, gait_on, p: GaitParams) -> None
         flexion=2 + p.trunk_lean * gait_on,
         twist=(5.0 if p.duty > 0.5 else 9.0) * gait_on * np.cos(2 * np.pi * phase),
     )
-    track.neck(flexion=rng.uniform(-4, 6) + smooth_noise(rng, t, 3, 2), twist=smooth_noise(rng, t, 6, 4))
+    track.neck(
+        flexion=rng.uniform(-4, 6) + smooth_noise(rng, t, 3, 2), twist=smooth_noise(rng, t, 6, 4)
+    )
 
 
 class _FootGeometry:
@@ -250,7 +254,9 @@ class _FootGeometry:
             self.ball.append(ball)
             self.ankle.append(rest[a])
             self.hip.append(rest[h] - rest[0])
-            self.leg_len.append(np.linalg.norm(rest[k] - rest[h]) + np.linalg.norm(rest[a] - rest[k]))
+            self.leg_len.append(
+                np.linalg.norm(rest[k] - rest[h]) + np.linalg.norm(rest[a] - rest[k])
+            )
 
     def foot_rotation(self, f: int, yaw, pitch) -> torch.Tensor:
         """(T, 3, 3) world rotation of foot f turned to ``yaw``, toes up by ``pitch`` (radians)."""
@@ -351,9 +357,7 @@ class _FootGeometry:
             hip = torch.from_numpy(pelvis) + root_rot @ torch.from_numpy(self.hip[f])
             target = torch.from_numpy(ankles[:, f])
             knee_dir = foot_rot[:, f] @ torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
-            g_thigh, g_shank = _leg_ik(
-                hip, target, knee_dir, rest[k] - rest[h], rest[a] - rest[k]
-            )
+            g_thigh, g_shank = _leg_ik(hip, target, knee_dir, rest[k] - rest[h], rest[a] - rest[k])
             track.rot[:, h] = root_rot.transpose(-1, -2) @ g_thigh
             track.rot[:, k] = g_thigh.transpose(-1, -2) @ g_shank
             track.rot[:, a] = g_shank.transpose(-1, -2) @ foot_rot[:, f]

@@ -136,7 +136,9 @@ def generate_library(
     kinds = list(kinds) if kinds else list(KINDS)
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
-        raise ConfigError(f"unknown motion kind(s) {', '.join(unknown)}; expected {', '.join(KINDS)}")
+        raise ConfigError(
+            f"unknown motion kind(s) {', '.join(unknown)}; expected {', '.join(KINDS)}"
+        )
     if num < 1:
         raise ConfigError(f"num must be at least 1, got {num}")
     out = Path(out)
@@ -194,9 +196,7 @@ def _subject_splits(n: int, rng: np.random.Generator) -> list[str]:
 def _save_shape(path: Path, betas: np.ndarray, body) -> None:
     # AMASS keeps each subject's shape next to its sequences.
     with open(path, "wb") as fh:
-        np.savez_compressed(
-            fh, betas=betas, gender=np.array(getattr(body, "gender", "neutral"))
-        )
+        np.savez_compressed(fh, betas=betas, gender=np.array(getattr(body, "gender", "neutral")))
 
 
 def _plain(value):

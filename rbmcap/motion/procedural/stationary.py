@@ -28,7 +28,7 @@ def _timeline(
         starts.append(clock)
         timings.append((r, h, f))
         clock += r + h + f + rng.uniform(*rest)
-    t = np.arange(int(round((clock + 0.3) * fps))) / fps
+    t = np.arange(round((clock + 0.3) * fps)) / fps
     return t, starts, timings
 
 
@@ -122,8 +122,10 @@ def reach(rng: np.random.Generator, fps: float, kin) -> Built:
     track = PoseTrack(len(t))
     _stance(track)
     n = len(t)
-    arm = {s: {"forward": np.full(n, 4.0), "lowered": np.full(n, 78.0), "elbow": np.full(n, 15.0)}
-           for s in SIDES}  # fmt: skip
+    arm = {
+        s: {"forward": np.full(n, 4.0), "lowered": np.full(n, 78.0), "elbow": np.full(n, 15.0)}
+        for s in SIDES
+    }
     flex, twist, bend = np.zeros(n), np.zeros(n), np.zeros(n)
     for pulse, target, side in zip(_pulses(t, starts, timings), targets, sides, strict=True):
         fwd, low, elb, tflex, ttwist, tbend = _REACH[target]
@@ -155,7 +157,7 @@ def jumping_jack(rng: np.random.Generator, fps: float, kin) -> Built:
     spread = rng.uniform(10, 16)
     lead = rng.uniform(0.5, 1.0)
     duration = lead + reps * period + 0.8
-    t = np.arange(int(round(duration * fps))) / fps
+    t = np.arange(round(duration * fps)) / fps
     phase = np.clip((t - lead) / period, 0, reps)
     c = phase % 1.0
     active = (phase > 0) & (phase < reps)
@@ -197,7 +199,7 @@ def bend(rng: np.random.Generator, fps: float, kin) -> Built:
     trunk = pitch + spine_flex  # arms hang straight down from a bent trunk
     for side in SIDES:
         m = 1 if side == "left" else -1
-        track.shoulder(side, lowered=80 + 0.4 * m * side_bend, forward=4 + 0.9 * trunk)
+        track.shoulder(side, lowered=80 - 0.9 * m * side_bend, forward=4 + 0.9 * trunk)
         track.elbow(side, 10 + 0.1 * trunk)
     track.spine(flexion=2 + spine_flex, side_bend=side_bend)
     track.neck(flexion=0.25 * spine_flex - 5)
@@ -233,4 +235,3 @@ def kick(rng: np.random.Generator, fps: float, kin) -> Built:
     track.neck(flexion=5 * total)
     track.root(rng.uniform(0, 360), pitch=4 - 6 * total)
     return Built(track, None, {"repetitions": reps, "sides": sides.tolist(), "height_deg": height})
-

@@ -1,0 +1,117 @@
+"""What a solve returns: the fitted parameters and the convergence record."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class ConvergenceRecord:
+    """Objective (and accuracy, given the truth) against the optimiser iteration count.
+
+    Each list has one entry per recorded iteration count. With several windows, entry k holds
+    every window after ``iterations[k]`` iterations: objectives, evaluations and seconds are
+    summed over windows, MPJPE is averaged over all frames.
+
+    Attributes:
+        iterations: optimiser iterations per window at each record.
+        evaluations: objective evaluations up to there (all windows; L-BFGS line searches use
+            more than one per iteration).
+        objective: total objective (see :mod:`rbmcap.baseline.objective`).
+        seconds: solver wall time up to there, including the initialisation (and the shape
+            stage when there are windows), excluding the recording itself.
+        mpjpe_mm: MPJPE (mm, no alignment) against the true joints, or None without truth.
+        frames: frames solved.
+    """
+
+    iterations: list[int] = field(default_factory=list)
+    evaluations: list[int] = field(default_factory=list)
+    objective: list[float] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    mpjpe_mm: list[float] | None = None
+    frames: int = 0
+
+    @property
+    def ms_per_frame(self) -> list[float]:
+        """Milliseconds of solver time per frame at each record."""
+        return [1e3 * s / max(self.frames, 1) for s in self.seconds]
+
+    def converged_at(self, key: str = "mpjpe_mm", rtol: float = 0.02, atol: float = 0.1) -> int:
+        """The first recorded iteration count after which ``key`` ('mpjpe_mm' or 'objective')
+        improves by at most max(atol, rtol · best) any more: where accuracy has converged."""
+        values = self.mpjpe_mm if key == "mpjpe_mm" else self.objective
+        if not values:
+            return self.iterations[-1] if self.iterations else 0
+        for k, v in enumerate(values):
+            best_after = min(values[k:])
+            if v - best_after <= max(atol, rtol * abs(best_after)):
+                return self.iterations[k]
+        return self.iterations[-1]
+
+    def to_dict(self) -> dict:
+        """Plain lists (JSON-ready)."""
+        return {
+            "iterations": list(self.iterations),
+            "evaluations": list(self.evaluations),
+            "objective": [float(x) for x in self.objective],
+            "seconds": [float(x) for x in self.seconds],
+            "ms_per_frame": self.ms_per_frame,
+            "mpjpe_mm": None if self.mpjpe_mm is None else [float(x) for x in self.mpjpe_mm],
+            "frames": self.frames,
+        }
+
+
+@dataclass
+class Solution:
+    """A solved sequence (CPU tensors, float32).
+
+    Attributes:
+        poses: (T, 24, 3) axis-angle local rotations (joint 0 global, world Z up).
+        rotmats: (T, 24, 3, 3) the same as rotation matrices.
+        betas: (B,) shape, shared by the sequence.
+        trans: (T, 3) translation (m).
+        joints: (T, 24, 3) posed joints (m).
+        record: the convergence record.
+        seconds: solver wall time (initialisation included, recording excluded).
+        iterations: optimiser iterations per window; evaluations: objective evaluations in all.
+        config: the solver configuration used (plain dict).
+    """
+
+    poses: torch.Tensor
+    rotmats: torch.Tensor
+    betas: torch.Tensor
+    trans: torch.Tensor
+    joints: torch.Tensor
+    record: ConvergenceRecord
+    seconds: float
+    iterations: int
+    evaluations: int
+    config: dict = field(default_factory=dict)
+
+    @property
+    def frames(self) -> int:
+        return int(self.poses.shape[0])
+
+    @property
+    def ms_per_frame(self) -> float:
+        return 1e3 * self.seconds / max(self.frames, 1)
+
+    def as_prediction(self) -> dict[str, torch.Tensor]:
+        """``poses``/``betas``/``trans`` mapping, as :func:`rbmcap.metrics.evaluate_sequence`
+        and the solver's ``init`` take."""
+        return {"poses": self.poses, "betas": self.betas, "trans": self.trans}
+
+    def summary(self) -> dict:
+        """Scalars (JSON-ready): frames, iterations, evaluations, seconds, ms/frame, final MPJPE."""
+        mp = self.record.mpjpe_mm
+        return {
+            "frames": self.frames,
+            "iterations": self.iterations,
+            "evaluations": self.evaluations,
+            "seconds": self.seconds,
+            "ms_per_frame": self.ms_per_frame,
+            "mpjpe_mm": float(mp[-1]) if mp else math.nan,
+        }

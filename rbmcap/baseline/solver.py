@@ -1,0 +1,398 @@
+"""The optimisation baseline: fit SMPL to marker observations (design §7).
+
+Unknowns: betas (shared by the sequence), and per frame translation, global orientation and the
+body pose (axis-angle of joints 1..23). 6-DoF marker sets contribute position and geodesic
+orientation residuals, point sets positions only; see :mod:`rbmcap.baseline.objective` for the
+objective. Frames are solved in batches (the whole sequence, or windows that can warm-start from
+the previous one); L-BFGS or Adam; CPU or GPU. The hybrid mode is ``init=``: start from another
+method's answer (the network's) and run a few iterations.
+
+>>> solver = Solver(body, "rbm14", "default", prior=load_pose_prior("prior.npz"))
+>>> sol = solver.solve(pos, rot, valid, fps=60, truth_joints=joints)
+>>> sol.record.mpjpe_mm, sol.ms_per_frame
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import roma
+import torch
+
+from rbmcap.baseline.config import SolverConfig, load_solver_config
+from rbmcap.baseline.init import dominant_joints, fit_translation, kinematic_rotations
+from rbmcap.baseline.objective import (
+    WindowObservations,
+    compose_rotmats,
+    objective_terms,
+    predict_markers,
+)
+from rbmcap.baseline.prior import GaussianMixturePrior, load_pose_prior
+from rbmcap.baseline.result import ConvergenceRecord, Solution
+from rbmcap.errors import DataError
+from rbmcap.markers.markerset import MarkerSet, load_marker_set
+from rbmcap.markers.plates import plate_topology
+
+
+@dataclass
+class _Start:
+    """Starting point of a window: local rotations (T, 24, 3, 3), trans (T, 3), betas (B,)."""
+
+    rotmats: torch.Tensor
+    trans: torch.Tensor
+    betas: torch.Tensor
+
+
+@dataclass
+class _WindowResult:
+    rotmats: torch.Tensor
+    trans: torch.Tensor
+    betas: torch.Tensor
+    pred_pos: torch.Tensor
+    records: list[tuple[int, int, float, float, float]]  # iteration, evals, objective, s, Σmpjpe
+    iterations: int
+    evaluations: int
+
+
+class Solver:
+    """Fits SMPL parameters to the observations of one marker set on one body.
+
+    Args:
+        body: a :class:`rbmcap.body.BodyModel` (copied to ``device``/dtype if it is elsewhere).
+        markers: the marker set (a :class:`MarkerSet`, a name or a YAML path); its kind picks
+            6-DoF or point residuals.
+        config: a :class:`SolverConfig` or a name/path for :func:`load_solver_config`.
+        prior: a :class:`GaussianMixturePrior`, a path to its ``.npz``, or None (no pose prior;
+            ``weights.pose_l2`` can stand in).
+        device: 'cpu', 'cuda', ...
+    """
+
+    def __init__(
+        self,
+        body,
+        markers: MarkerSet | str = "rbm14",
+        config: SolverConfig | str | Path = "default",
+        prior: GaussianMixturePrior | str | Path | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.config = config if isinstance(config, SolverConfig) else load_solver_config(config)
+        self.device = torch.device(device)
+        self.dtype = torch.float64 if self.config.dtype == "float64" else torch.float32
+        ref = body.v_template
+        if ref.device != self.device or ref.dtype != self.dtype:
+            body = copy.deepcopy(body).to(device=self.device, dtype=self.dtype)
+        self.body = body
+        self.markers = markers if isinstance(markers, MarkerSet) else load_marker_set(markers)
+        if isinstance(prior, str | Path):
+            prior = load_pose_prior(prior)
+        self.prior = None if prior is None else prior.to(self.device, self.dtype)
+        self.vertex_ids = self.markers.resolve(body)
+        self.topology = plate_topology(
+            body.faces.cpu().numpy(), body.v_template.detach().cpu().numpy(), self.vertex_ids
+        )
+        self.dominant = dominant_joints(body, self.vertex_ids)
+
+    # ------------------------------------------------------------------------------- public
+    def solve(
+        self,
+        pos,
+        rot=None,
+        valid=None,
+        *,
+        fps: float = 60.0,
+        init: Mapping | None = None,
+        truth_joints=None,
+        iterations: int | None = None,
+    ) -> Solution:
+        """Fit one sequence.
+
+        Args:
+            pos: (T, N, 3) observed marker positions (m, world frame).
+            rot: (T, N, 3, 3) observed plate rotations (world-from-plate); ignored (may be None)
+                for point-marker sets.
+            valid: (T, N) bool; default all valid. Invalid entries may hold anything (NaN too).
+            fps: frame rate (the smoothness term is in physical units).
+            init: a starting point (the hybrid mode): any of ``poses`` ((T, 24, 3) axis-angle or
+                (T, 24, 3, 3)), ``betas`` ((B,) or (T, B), averaged), ``trans`` ((T, 3)); what
+                is missing is estimated from the observations.
+            truth_joints: (T, 24, 3) true joints; when given the record holds MPJPE.
+            iterations: optimiser iterations per window (default the config's).
+
+        Returns:
+            :class:`Solution`.
+        """
+        cfg = self.config
+        iters = cfg.optimiser.iterations if iterations is None else int(iterations)
+        if iters < 0:
+            raise DataError(f"iterations must be ≥ 0, got {iters}")
+        pos_t, rot_t, valid_t = self._observations(pos, rot, valid)
+        num = pos_t.shape[0]
+        truth = None if truth_joints is None else self._tensor(truth_joints)
+        if truth is not None and truth.shape != (num, 24, 3):
+            raise DataError(f"truth_joints of shape {tuple(truth.shape)}, expected ({num}, 24, 3)")
+        given = self._parse_init(init, num)
+        self._sync()
+        t0 = time.perf_counter()
+        window = cfg.schedule.window or num
+        windows = [(a, min(num, a + window)) for a in range(0, num, window)]
+        betas = given.get("betas")
+        if betas is None:
+            betas = torch.zeros(self.body.num_betas, dtype=self.dtype, device=self.device)
+        shape_evals = 0
+        if len(windows) > 1 and cfg.schedule.shape_iterations > 0:
+            betas, shape_evals = self._shape_stage(pos_t, rot_t, valid_t, fps, given, betas)
+        self._sync()
+        setup = time.perf_counter() - t0
+        checkpoints = sorted({c for c in cfg.record if c <= iters} | {iters})
+        results: list[_WindowResult] = []
+        for a, b in windows:
+            obs = WindowObservations(pos_t[a:b], rot_t[a:b] if rot_t is not None else None,
+                                     valid_t[a:b], float(fps))  # fmt: skip
+            prev = results[-1] if results else None
+            self._sync()
+            t1 = time.perf_counter()
+            start = self._start(obs, given, a, b, betas, prev)
+            context = None if prev is None else prev.pred_pos[-2:]
+            self._sync()
+            setup += time.perf_counter() - t1
+            results.append(
+                self._optimise(obs, start, len(windows) == 1, checkpoints,
+                               None if truth is None else truth[a:b], context)  # fmt: skip
+            )
+        return self._assemble(results, checkpoints, setup, shape_evals, truth is not None)
+
+    def solve_sequence(
+        self,
+        sequence: Mapping,
+        *,
+        fps: float = 60.0,
+        init: Mapping | None = None,
+        iterations: int | None = None,
+        use_truth: bool = True,
+    ) -> Solution:
+        """Fit a sequence as :meth:`rbmcap.dataset.RBMDataset.sequence` returns it (``rbm_pos``,
+        ``rbm_rot``, ``rbm_valid``; ``joints`` as the truth for the record if ``use_truth``)."""
+        return self.solve(
+            sequence["rbm_pos"],
+            sequence.get("rbm_rot"),
+            sequence.get("rbm_valid"),
+            fps=fps,
+            init=init,
+            truth_joints=sequence.get("joints") if use_truth else None,
+            iterations=iterations,
+        )
+
+    # ------------------------------------------------------------------------------ stages
+    def _shape_stage(self, pos, rot, valid, fps, given, betas):
+        """Fit betas (with pose) on evenly spread frames; returns betas and evaluations."""
+        cfg = self.config.schedule
+        num = pos.shape[0]
+        idx = torch.unique(torch.linspace(0, num - 1, min(cfg.shape_frames, num)).round().long())
+        idx = idx.to(self.device)
+        obs = WindowObservations(pos[idx], None if rot is None else rot[idx], valid[idx], 0.0)
+        sub = {k: (v[idx] if k != "betas" else v) for k, v in given.items()}
+        start = self._start(obs, sub, 0, len(idx), betas, None, reindex=False)
+        res = self._optimise(obs, start, True, [cfg.shape_iterations], None, None, smooth=False)
+        return res.betas, res.evaluations
+
+    def _start(self, obs, given, a, b, betas, prev, reindex: bool = True) -> _Start:
+        sl = slice(a, b) if reindex else slice(None)
+        if given.get("poses") is not None:
+            rotmats = given["poses"][sl]
+        elif prev is not None and self.config.schedule.warm_start:
+            rotmats = prev.rotmats[-1:].expand(b - a, 24, 3, 3).clone()
+        else:
+            rotmats = kinematic_rotations(
+                self.body, self.topology, self.dominant, obs.pos, obs.rot, obs.valid, betas,
+                mode=self.config.schedule.init,
+            )  # fmt: skip
+        if given.get("trans") is not None:
+            trans = given["trans"][sl]
+        else:
+            trans = fit_translation(self.body, self.topology, rotmats, betas, obs.pos, obs.valid)
+        return _Start(rotmats, trans, betas)
+
+    def _optimise(
+        self, obs, start: _Start, betas_free, checkpoints, truth, context, smooth: bool = True
+    ) -> _WindowResult:
+        cfg = self.config
+        weights = cfg.weights if smooth else _no_smoothing(cfg.weights)
+        omega = torch.zeros(start.trans.shape[0], 3, dtype=self.dtype, device=self.device)
+        omega.requires_grad_(True)
+        body_pose = roma.rotmat_to_rotvec(start.rotmats[:, 1:]).detach().requires_grad_(True)
+        trans = start.trans.detach().clone().requires_grad_(True)
+        betas = start.betas.detach().clone().requires_grad_(betas_free)
+        root_base = start.rotmats[:, 0].detach()
+        params = [omega, body_pose, trans] + ([betas] if betas_free else [])
+        evals = 0
+
+        def objective():
+            rotmats = compose_rotmats(omega, root_base, body_pose)
+            pp, pr = predict_markers(self.body, self.topology, rotmats, betas, trans)
+            terms = objective_terms(pp, pr, obs, body_pose, betas, weights, self.prior, context)
+            return sum(terms.values())
+
+        def closure():
+            nonlocal evals
+            opt.zero_grad(set_to_none=True)
+            loss = objective()
+            loss.backward()
+            evals += 1
+            return loss
+
+        o = cfg.optimiser
+        if o.name == "lbfgs":
+            opt = torch.optim.LBFGS(params, lr=o.lr, max_iter=1, history_size=o.history,
+                                    line_search_fn="strong_wolfe", tolerance_grad=0.0,
+                                    tolerance_change=0.0)  # fmt: skip
+        else:
+            opt = torch.optim.Adam(params, lr=o.lr)
+        records = []
+        done, elapsed, stopped = 0, 0.0, False
+        last = None
+        for target in checkpoints:
+            self._sync()
+            t = time.perf_counter()
+            while done < target and not stopped:
+                if o.name == "lbfgs":
+                    done, stopped = self._lbfgs_steps(opt, closure, target - done, done)
+                else:
+                    loss = float(closure())
+                    opt.step()
+                    done += 1
+                    stopped = last is not None and o.tolerance > 0 and (
+                        last - loss <= o.tolerance * abs(last))  # fmt: skip
+                    last = loss
+                if o.name == "lbfgs" and o.tolerance > 0 and not stopped:
+                    loss = float(objective().detach())
+                    stopped = last is not None and last - loss <= o.tolerance * abs(last)
+                    last = loss
+            self._sync()
+            elapsed += time.perf_counter() - t
+            with torch.no_grad():
+                f = float(objective())
+                mp = float("nan")
+                if truth is not None:
+                    rm = compose_rotmats(omega, root_base, body_pose)
+                    joints, _ = self.body.pose_joints(rm, betas, trans)
+                    mp = float(1e3 * (joints - truth).norm(dim=-1).mean(-1).sum())
+            records.append((target, evals, f, elapsed, mp))
+        with torch.no_grad():
+            rotmats = compose_rotmats(omega, root_base, body_pose).detach()
+            pred_pos, _ = predict_markers(self.body, self.topology, rotmats, betas, trans)
+        return _WindowResult(rotmats, trans.detach(), betas.detach(), pred_pos.detach(), records,
+                             done, evals)  # fmt: skip
+
+    @staticmethod
+    def _lbfgs_steps(opt, closure, count: int, done: int) -> tuple[int, bool]:
+        """Run up to ``count`` L-BFGS iterations; returns (iterations done, stopped early)."""
+        group = opt.param_groups[0]
+        group["max_iter"] = count
+        group["max_eval"] = 25 * count + 1
+        state = opt.state[group["params"][0]]
+        before = state.get("n_iter", 0)
+        opt.step(closure)
+        ran = state.get("n_iter", 0) - before
+        # L-BFGS returns early only when it cannot move (a failed line search, zero gradient).
+        return done + ran, ran < count
+
+    def _assemble(self, results, checkpoints, setup, shape_evals, has_truth) -> Solution:
+        num = sum(r.rotmats.shape[0] for r in results)
+        rec = ConvergenceRecord(frames=num, mpjpe_mm=[] if has_truth else None)
+        for k, it in enumerate(checkpoints):
+            rows = [r.records[k] for r in results]
+            rec.iterations.append(it)
+            rec.evaluations.append(shape_evals + sum(row[1] for row in rows))
+            rec.objective.append(sum(row[2] for row in rows))
+            rec.seconds.append(setup + sum(row[3] for row in rows))
+            if has_truth:
+                rec.mpjpe_mm.append(sum(row[4] for row in rows) / num)
+        rotmats = torch.cat([r.rotmats for r in results])
+        trans = torch.cat([r.trans for r in results])
+        betas = results[-1].betas
+        with torch.no_grad():
+            joints, _ = self.body.pose_joints(rotmats, betas, trans)
+        cpu = {"device": "cpu", "dtype": torch.float32}
+        return Solution(
+            poses=roma.rotmat_to_rotvec(rotmats).to(**cpu),
+            rotmats=rotmats.to(**cpu),
+            betas=betas.to(**cpu),
+            trans=trans.to(**cpu),
+            joints=joints.to(**cpu),
+            record=rec,
+            seconds=rec.seconds[-1],
+            iterations=max(r.iterations for r in results),
+            evaluations=rec.evaluations[-1],
+            config=self.config.to_dict(),
+        )
+
+    # ----------------------------------------------------------------------------- helpers
+    def _tensor(self, x) -> torch.Tensor:
+        t = x if torch.is_tensor(x) else torch.from_numpy(np.array(x))
+        return t.to(device=self.device, dtype=self.dtype)
+
+    def _observations(self, pos, rot, valid):
+        n = len(self.markers)
+        p = self._tensor(pos)
+        if p.ndim != 3 or p.shape[1:] != (n, 3):
+            raise DataError(f"pos of shape {tuple(p.shape)}: expected (T, {n}, 3) for marker set "
+                            f"{self.markers.name!r}")  # fmt: skip
+        if p.shape[0] == 0:
+            raise DataError("no frames to solve")
+        v = (torch.ones(p.shape[:2], dtype=torch.bool, device=self.device) if valid is None
+             else valid if torch.is_tensor(valid) else torch.from_numpy(np.array(valid)))  # fmt: skip
+        v = v.to(self.device, torch.bool)
+        if v.shape != p.shape[:2]:
+            raise DataError(f"valid of shape {tuple(v.shape)}, expected {tuple(p.shape[:2])}")
+        v = v & torch.isfinite(p).all(-1)
+        p = torch.where(v[..., None], p, torch.zeros_like(p))
+        r = None
+        if self.markers.is_rbm:
+            if rot is None:
+                raise DataError(f"marker set {self.markers.name!r} is 6-DoF: rot is required")
+            r = self._tensor(rot)
+            if r.shape != (*p.shape[:2], 3, 3):
+                raise DataError(f"rot of shape {tuple(r.shape)}, expected {(*p.shape[:2], 3, 3)}")
+            ok = torch.isfinite(r).flatten(-2).all(-1)
+            v = v & ok
+            r = torch.where(v[..., None, None], r, torch.eye(3, dtype=r.dtype, device=r.device))
+        return p, r, v
+
+    def _parse_init(self, init: Mapping | None, num: int) -> dict[str, torch.Tensor]:
+        if not init:
+            return {}
+        out: dict[str, torch.Tensor] = {}
+        if init.get("poses") is not None:
+            p = self._tensor(init["poses"])
+            if p.shape == (num, 24, 3):
+                p = roma.rotvec_to_rotmat(p)
+            if p.shape != (num, 24, 3, 3):
+                raise DataError(f"init poses of shape {tuple(p.shape)}: expected ({num}, 24, 3) "
+                                f"or ({num}, 24, 3, 3)")  # fmt: skip
+            out["poses"] = roma.special_procrustes(p)
+        if init.get("trans") is not None:
+            t = self._tensor(init["trans"])
+            if t.shape != (num, 3):
+                raise DataError(f"init trans of shape {tuple(t.shape)}, expected ({num}, 3)")
+            out["trans"] = t
+        if init.get("betas") is not None:
+            b = self._tensor(init["betas"])
+            b = b.reshape(-1, b.shape[-1]).mean(0)
+            nb = self.body.num_betas
+            out["betas"] = torch.nn.functional.pad(b, (0, max(0, nb - b.shape[0])))[:nb]
+        return out
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def _no_smoothing(weights):
+    from dataclasses import replace
+
+    return replace(weights, accel_sigma=0.0)

@@ -1,0 +1,30 @@
+"""Callbacks: a one-line summary per epoch (readable in logs where progress bars are not)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import lightning as L
+
+log = logging.getLogger("rbmcap.train")
+
+
+class EpochSummary(L.Callback):
+    """Logs ``epoch k/n: train loss, val MPJPE, val joint angle, elapsed`` after validation."""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._start = time.perf_counter()
+
+    def on_validation_epoch_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or not hasattr(self, "_start"):
+            return
+        m = trainer.callback_metrics
+        parts = [f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}"]
+        for key, label, fmt in (("train/total_epoch", "train loss", "{:.3f}"),
+                                ("val/mpjpe_mm", "val MPJPE", "{:.1f} mm"),
+                                ("val/joint_angle_deg", "val joint angle", "{:.1f} deg")):  # fmt: skip
+            if key in m:
+                parts.append(f"{label} " + fmt.format(float(m[key])))
+        parts.append(f"{time.perf_counter() - self._start:.0f} s")
+        log.info(", ".join(parts))

@@ -31,7 +31,7 @@ SMPLH_PARENTS: tuple[int, ...] = SMPL_PARENTS[:22] + tuple(
     for f in range(5)
     for k in range(3)
 )
-SMPLH_TO_SMPL: tuple[int, ...] = tuple(range(22)) + (22, 37)
+SMPLH_TO_SMPL: tuple[int, ...] = (*range(22), 22, 37)
 """SMPL-H joint index for each of SMPL's 24 joints (SMPL's hands are the first index joints)."""
 
 

@@ -11,8 +11,9 @@ from rbmcap.skeleton import SMPLH_PARENTS
 def smplh_arrays(num_betas: int = 16, seed: int = 0) -> dict[str, np.ndarray]:
     """An SMPL-H-format body (52 joints, ``num_betas`` betas) made from the stand-in.
 
-    All finger joints of a hand sit at the stand-in's hand joint; the stand-in's hand skinning goes to the index fingers'
-    first joints (SMPL-H's 22 and 37), which is how SMPL's 24 joints map onto SMPL-H's 52.
+    All finger joints of a hand sit at the stand-in's hand joint; the stand-in's hand skinning
+    goes to the index fingers' first joints (SMPL-H's 22 and 37), which is how SMPL's 24
+    joints map onto SMPL-H's 52.
     Arrays follow AMASS's SMPL+H ``.npz`` (no hand PCA keys).
     """
     base = build_standin()
@@ -22,7 +23,7 @@ def smplh_arrays(num_betas: int = 16, seed: int = 0) -> dict[str, np.ndarray]:
     regressor[:22] = base["J_regressor"][:22]
     weights = np.zeros((nv, 52))
     weights[:, :22] = base["weights"][:, :22]
-    for side, hand, first in ((0, 22, 22), (1, 23, 37)):
+    for hand, first in ((22, 22), (23, 37)):
         for k in range(15):
             regressor[first + k] = base["J_regressor"][hand]
         weights[:, first] = base["weights"][:, hand]

@@ -8,7 +8,7 @@ import tempfile
 os.environ["WANDB_MODE"] = "disabled"
 os.environ.setdefault("RBMCAP_CACHE", tempfile.mkdtemp(prefix="rbmcap-test-cache-"))
 
-import pytest  # noqa: E402
+import pytest
 
 
 @pytest.fixture(scope="session")
@@ -29,8 +29,13 @@ def tiny_dataset(tmp_path_factory, standin):
     generate_library(root / "motions", 12, seed=0, body=standin)
     out = root / "dataset"
     synthesize_dataset(
-        SynthOptions(motions=root / "motions", out=out, realism="realistic", progress=False,
-                     split_lists=root / "motions" / "splits"),
+        SynthOptions(
+            motions=root / "motions",
+            out=out,
+            realism="realistic",
+            progress=False,
+            split_lists=root / "motions" / "splits",
+        ),
         body=standin,
     )
     return out

@@ -73,5 +73,8 @@ def test_convert_writes_a_plain_npz_that_loads(tmp_path):
 
 def test_cli_convert(tmp_path, capsys):
     _write_chumpy_pickle(tmp_path / "model.pkl")
-    assert main(["body", "convert", str(tmp_path / "model.pkl"), "--out", str(tmp_path / "m.npz")]) == 0
+    assert (
+        main(["body", "convert", str(tmp_path / "model.pkl"), "--out", str(tmp_path / "m.npz")])
+        == 0
+    )
     assert (tmp_path / "m.npz").is_file()

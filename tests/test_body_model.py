@@ -6,13 +6,12 @@ import numpy as np
 import pytest
 import smplx
 import torch
+from bodies import smplh_arrays
 from smplx.utils import Struct
 
 from rbmcap.body import load_body_model, read_model_arrays, standin_path
 from rbmcap.body.files import write_npz_atomic
 from rbmcap.errors import FormatError, ModelError, RBMCapError
-
-from bodies import smplh_arrays
 
 
 def _random_inputs(seed: int, batch: int, num_betas: int):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_training import _module
 
 from rbmcap.errors import DataError, FormatError, ModelError
 from rbmcap.inference import Predictor
-from test_training import _module
 
 
 def _observations(t: int, seed: int = 0):

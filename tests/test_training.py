@@ -11,7 +11,6 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from rbmcap.body import load_body_model
 from rbmcap.markers.markerset import load_marker_set
 from rbmcap.training.data import RBMDataModule
 from rbmcap.training.module import RBMRegressor
@@ -82,7 +81,11 @@ def test_checkpoint_hyper_parameters_are_plain_data(standin, tiny_dataset, tmp_p
     raw = torch.load(path, weights_only=True)  # safe loading: no DictConfig, no pickled classes
     assert raw["hyper_parameters"]["features"] == "kinematic"
     again = RBMRegressor.load_from_checkpoint(path, weights_only=True)
-    x = (torch.randn(1, 8, 14, 3), torch.eye(3).expand(1, 8, 14, 3, 3), torch.ones(1, 8, 14, dtype=torch.bool))
+    x = (
+        torch.randn(1, 8, 14, 3),
+        torch.eye(3).expand(1, 8, 14, 3, 3),
+        torch.ones(1, 8, 14, dtype=torch.bool),
+    )
     model.eval(), again.eval()
     assert torch.allclose(model(*x)["trans"], again(*x)["trans"])
 
@@ -127,7 +130,10 @@ def test_every_experiment_config_composes():
         for name in names:
             cfg = compose("train", overrides=[f"experiment={name}"])
             assert cfg.model.name and cfg.features in ("raw", "paper", "canonical", "kinematic")
-        assert compose("train", overrides=["experiment=paper_rbm14_mse"]).loss.rotation == "axis_angle_mse"
+        assert (
+            compose("train", overrides=["experiment=paper_rbm14_mse"]).loss.rotation
+            == "axis_angle_mse"
+        )
         assert compose("train", overrides=["experiment=paper_rbm14_raw"]).features == "raw"
         assert compose("train", overrides=["experiment=paper_rbm_a"]).markers.name == "rbm_a"
         ddp = compose("train", overrides=["trainer=ddp"]).trainer

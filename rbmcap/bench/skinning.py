@@ -40,7 +40,7 @@ def run(quick: bool = False, model: str = "standin") -> dict:
         "model": body.identity,
         "batch": BATCH,
         "num_vertices": body.num_vertices,
-        "sparse_vertices": int(len(ids)),
+        "sparse_vertices": len(ids),
         "full_ms_per_frame": 1e3 * full / BATCH,
         "sparse_ms_per_frame": 1e3 * sparse / BATCH,
         "speedup": full / sparse,

@@ -41,7 +41,9 @@ class JointModel(torch.nn.Module):
             "jcb,...b->...jc", self.joint_shapedirs[..., :nb], betas
         )
 
-    def forward(self, rotmats: torch.Tensor, betas: torch.Tensor, trans: torch.Tensor | None = None):
+    def forward(
+        self, rotmats: torch.Tensor, betas: torch.Tensor, trans: torch.Tensor | None = None
+    ):
         """Posed joints (..., 24, 3) for local rotations (..., 24, 3, 3), betas (..., B), trans."""
         _, joints = forward_kinematics(rotmats, self.rest_joints(betas), SMPL_PARENTS)
         return joints if trans is None else joints + trans[..., None, :]

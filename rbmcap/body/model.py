@@ -97,7 +97,9 @@ class BodyModel(torch.nn.Module):
                 arrays.setdefault(f"hands_components{side}", np.eye(45))
                 arrays.setdefault(f"hands_mean{side}", np.zeros(45))
         # smplx caps betas at 10 unless the class's shape space is at least the file's.
-        cls = type(_BASES[self.kind].__name__, (_BASES[self.kind],), {"SHAPE_SPACE_DIM": file_betas})
+        cls = type(
+            _BASES[self.kind].__name__, (_BASES[self.kind],), {"SHAPE_SPACE_DIM": file_betas}
+        )
         extra = {"use_pca": False, "flat_hand_mean": True} if self.kind == "smplh" else {}
         self.smplx_model = cls(
             model_path=self.source,

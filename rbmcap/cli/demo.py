@@ -38,8 +38,10 @@ def _run(args: argparse.Namespace) -> int:
 
     t = _step("1. stand-in body (built and cached on first use)")
     body = load_body_model("standin")
-    print(f"   {body.identity}: {body.num_vertices} vertices, {body.faces.shape[0]} faces, "
-          f"{body.num_joints} joints, {body.num_betas} betas ({time.perf_counter() - t:.1f} s)")
+    print(
+        f"   {body.identity}: {body.num_vertices} vertices, {body.faces.shape[0]} faces, "
+        f"{body.num_joints} joints, {body.num_betas} betas ({time.perf_counter() - t:.1f} s)"
+    )
     summary["body"] = {"id": body.identity, "vertices": body.num_vertices}
 
     t = _step("2. pose and render it")
@@ -64,16 +66,22 @@ def _run(args: argparse.Namespace) -> int:
     from rbmcap.bench import run_benchmark
 
     bench = run_benchmark("skinning", quick=True)
-    print(f"   full forward {bench['full_ms_per_frame']:.3f} ms/frame, sparse "
-          f"{bench['sparse_ms_per_frame']:.4f} ms/frame for {bench['sparse_vertices']} vertices: "
-          f"{bench['speedup']:.0f}x faster, max difference {bench['max_abs_difference_m']:.1e} m")
-    summary["skinning"] = {k: bench[k] for k in ("full_ms_per_frame", "sparse_ms_per_frame", "speedup")}
+    print(
+        f"   full forward {bench['full_ms_per_frame']:.3f} ms/frame, sparse "
+        f"{bench['sparse_ms_per_frame']:.4f} ms/frame for {bench['sparse_vertices']} vertices: "
+        f"{bench['speedup']:.0f}x faster, max difference {bench['max_abs_difference_m']:.1e} m"
+    )
+    summary["skinning"] = {
+        k: bench[k] for k in ("full_ms_per_frame", "sparse_ms_per_frame", "speedup")
+    }
 
     t = _step("4. train the demo network (python train.py experiment=demo)")
     result = _train(out, args.seed)
-    print(f"   best validation MPJPE {result['best_val_mpjpe_mm']:.1f} mm, joint angle error "
-          f"{result['val_metrics'].get('val/joint_angle_deg', float('nan')):.1f} deg after "
-          f"{result['epochs']} epochs ({time.perf_counter() - t:.0f} s)")
+    print(
+        f"   best validation MPJPE {result['best_val_mpjpe_mm']:.1f} mm, joint angle error "
+        f"{result['val_metrics'].get('val/joint_angle_deg', float('nan')):.1f} deg after "
+        f"{result['epochs']} epochs ({time.perf_counter() - t:.0f} s)"
+    )
     print(f"   checkpoint: {result['best_checkpoint']}")
     summary["train"] = result
 

@@ -68,7 +68,11 @@ class Predictor:
         rot = torch.as_tensor(np.asarray(rot), dtype=torch.float32)
         valid = torch.as_tensor(np.asarray(valid), dtype=torch.bool)
         t, n = pos.shape[:2]
-        if pos.shape != (t, self.num_markers, 3) or rot.shape != (t, n, 3, 3) or valid.shape != (t, n):
+        if (
+            pos.shape != (t, self.num_markers, 3)
+            or rot.shape != (t, n, 3, 3)
+            or valid.shape != (t, n)
+        ):
             raise DataError(
                 f"observations pos {tuple(pos.shape)}, rot {tuple(rot.shape)}, valid "
                 f"{tuple(valid.shape)}: expected (T, {self.num_markers}, 3), (T, N, 3, 3), (T, N) "
@@ -131,7 +135,10 @@ class StreamSession:
 
     @torch.no_grad()
     def push(self, pos, rot, valid) -> tuple[np.ndarray, np.ndarray]:
-        """One frame: pos (N, 3), rot (N, 3, 3), valid (N,). Returns (rotmats (24,3,3), trans (3,))."""
+        """One frame: pos (N, 3), rot (N, 3, 3), valid (N,).
+
+        Returns (rotmats (24, 3, 3), trans (3,)) for that frame.
+        """
         pos, rot, valid = self.p._check(np.asarray(pos)[None], np.asarray(rot)[None],
                                         np.asarray(valid)[None])  # fmt: skip
         model = self.p.model

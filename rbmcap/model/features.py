@@ -50,9 +50,32 @@ def heading_frame(root_rot: torch.Tensor) -> torch.Tensor:
     c, s = fx / norm, fy / norm
     zero, one = torch.zeros_like(c), torch.ones_like(c)
     return torch.stack(
-        [torch.stack([c, -s, zero], -1), torch.stack([s, c, zero], -1), torch.stack([zero, zero, one], -1)],
+        [
+            torch.stack([c, -s, zero], -1),
+            torch.stack([s, c, zero], -1),
+            torch.stack([zero, zero, one], -1),
+        ],
         dim=-2,
     )
+
+
+def prior_sources(marker_joints, root_marker: int) -> list[int]:
+    """For each of the 24 SMPL joints, the plate whose bone estimate serves as its prior.
+
+    A joint carried by a plate uses that plate; otherwise the nearest carried ancestor's plate
+    (spine and collars take the chest's, toes the foot's, fingers the hand's), and joints with no
+    carried ancestor (the pelvis) take the root plate's.
+    """
+    from rbmcap.skeleton import SMPL_PARENTS
+
+    carried = {int(j): m for m, j in enumerate(marker_joints)}
+    out = []
+    for j in range(24):
+        k = j
+        while k >= 0 and k not in carried:
+            k = SMPL_PARENTS[k]
+        out.append(carried[k] if k >= 0 else root_marker)
+    return out
 
 
 @dataclass
@@ -61,6 +84,9 @@ class FrameContext:
 
     origin: torch.Tensor
     frame: torch.Tensor
+    prior: torch.Tensor | None = None
+    """(..., T, 24, 3, 3) kinematic prior of every bone's global rotation in the feature frame
+    (from the plate on that bone or the nearest observed bone), or None."""
 
 
 class FeatureEncoder(torch.nn.Module):
@@ -71,9 +97,17 @@ class FeatureEncoder(torch.nn.Module):
         parents: parent plate index per plate (-1 for the root), the marker set's tree.
         plate_rest_rot: (N, 3, 3) each plate's rotation on the body in the rest pose
             (canonical frame, zero betas); needed by ``kinematic``.
+        marker_joints: (N,) SMPL joint carrying each plate; with ``kinematic`` it yields a prior
+            for every bone's global rotation (see :func:`prior_sources`).
     """
 
-    def __init__(self, kind: str, parents, plate_rest_rot: torch.Tensor | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        parents,
+        plate_rest_rot: torch.Tensor | None = None,
+        marker_joints=None,
+    ) -> None:
         super().__init__()
         if kind not in FEATURE_KINDS:
             raise ConfigError(f"unknown input features {kind!r}; expected one of {FEATURE_KINDS}")
@@ -90,6 +124,10 @@ class FeatureEncoder(torch.nn.Module):
             self.register_buffer("rest_inv", plate_rest_rot.transpose(-1, -2).contiguous())
         parent_idx = torch.tensor([p if p >= 0 else i for i, p in enumerate(self.parents)])
         self.register_buffer("parent_idx", parent_idx, persistent=False)
+        self.has_prior = kind == "kinematic" and marker_joints is not None
+        if self.has_prior:
+            source = torch.tensor(prior_sources(marker_joints, self.root))
+            self.register_buffer("prior_source", source, persistent=False)
 
     @property
     def dim(self) -> int:
@@ -105,7 +143,9 @@ class FeatureEncoder(torch.nn.Module):
 
     def forward(self, pos, rot, valid) -> tuple[torch.Tensor, FrameContext]:
         mask = valid.to(pos.dtype)[..., None]
-        rot = torch.where(mask[..., None] > 0, rot, torch.eye(3, dtype=rot.dtype, device=rot.device))
+        rot = torch.where(
+            mask[..., None] > 0, rot, torch.eye(3, dtype=rot.dtype, device=rot.device)
+        )
         pos = pos * mask
         root_pos, root_rot = pos[..., self.root, :], rot[..., self.root, :, :]
         eye = torch.eye(3, dtype=pos.dtype, device=pos.device).expand_as(root_rot)
@@ -134,6 +174,13 @@ class FeatureEncoder(torch.nn.Module):
                 spans = bone[..., self.parent_idx, :, :].transpose(-1, -2) @ bone
                 both = mask * mask[..., self.parent_idx, :]
                 feats = [local_pos, matrix_to_6d(ht @ bone), matrix_to_6d(spans) * both]
+                if self.has_prior:
+                    heading_bone = ht @ bone
+                    ok = valid[..., self.prior_source, None, None]
+                    prior = heading_bone[..., self.prior_source, :, :]
+                    ctx.prior = torch.where(
+                        ok, prior, torch.eye(3, dtype=pos.dtype, device=pos.device)
+                    )
             extra = [root_pos[..., 2:3]]
         per_marker = torch.cat([*feats, mask], dim=-1) * mask
         per_marker = torch.cat([per_marker[..., :-1], mask], dim=-1)

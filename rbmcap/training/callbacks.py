@@ -21,9 +21,12 @@ class EpochSummary(L.Callback):
             return
         m = trainer.callback_metrics
         parts = [f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}"]
-        for key, label, fmt in (("train/total_epoch", "train loss", "{:.3f}"),
-                                ("val/mpjpe_mm", "val MPJPE", "{:.1f} mm"),
-                                ("val/joint_angle_deg", "val joint angle", "{:.1f} deg")):  # fmt: skip
+        fields = (
+            ("train/total_epoch", "train loss", "{:.3f}"),
+            ("val/mpjpe_mm", "val MPJPE", "{:.1f} mm"),
+            ("val/joint_angle_deg", "val joint angle", "{:.1f} deg"),
+        )
+        for key, label, fmt in fields:
             if key in m:
                 parts.append(f"{label} " + fmt.format(float(m[key])))
         parts.append(f"{time.perf_counter() - self._start:.0f} s")

@@ -23,11 +23,10 @@ from rbmcap.errors import ConfigError
 from rbmcap.metrics import joint_angle_error, mpjpe, rotation_angle
 from rbmcap.model.features import FeatureEncoder
 from rbmcap.model.losses import betas_l1, rotation_loss, trans_l2
-from rbmcap.model.rotation6d import rotation_6d_to_matrix
 from rbmcap.model.networks import build_network
+from rbmcap.model.rotation6d import rotation_6d_to_matrix
 from rbmcap.skeleton import SMPL_PARENTS
 from rbmcap.training.dropout import drop_markers
-
 
 IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 """Added to the network's 6D outputs so an untrained network starts near the identity rotation
@@ -103,7 +102,7 @@ class RBMRegressor(L.LightningModule):
         if rotations not in ("global", "local"):
             raise ConfigError(f"rotations={rotations!r}: expected 'global' or 'local'")
         self.global_rotations = rotations == "global"
-        self.encoder = FeatureEncoder(features, markers["parents"], rest)
+        self.encoder = FeatureEncoder(features, markers["parents"], rest, markers.get("joints"))
         net_kwargs = dict(network)
         name = net_kwargs.pop("name")
         self.out_dim = 24 * 6 + num_betas + 3
@@ -134,6 +133,8 @@ class RBMRegressor(L.LightningModule):
         """Network outputs (B, T, out_dim) → SMPL parameters in the world (see :meth:`forward`)."""
         sixd = y[..., : 24 * 6].reshape(*y.shape[:-1], 24, 6) + self.identity_6d
         rots = rotation_6d_to_matrix(sixd.float())
+        if self.global_rotations and ctx.prior is not None:
+            rots = ctx.prior @ rots  # the network corrects the plates' bone estimates
         if self.global_rotations:
             parents = torch.tensor([max(p, 0) for p in SMPL_PARENTS], device=rots.device)
             local = rots[..., parents, :, :].transpose(-1, -2) @ rots
@@ -191,7 +192,8 @@ class RBMRegressor(L.LightningModule):
         self.log("val/loss", terms["total"], batch_size=n, sync_dist=True)
         self.log("val/mpjpe_mm", 1e3 * mpjpe(pred_joints, batch["joints"]).mean(),
                  prog_bar=True, batch_size=n, sync_dist=True)  # fmt: skip
-        self.log("val/joint_angle_deg", math.degrees(1) * joint_angle_error(out["rotmats"], true_rot).mean(),
+        angle = joint_angle_error(out["rotmats"], true_rot).mean()
+        self.log("val/joint_angle_deg", math.degrees(1) * angle,
                  prog_bar=True, batch_size=n, sync_dist=True)  # fmt: skip
         root_err = rotation_angle(out["rotmats"][..., 0, :, :], true_rot[..., 0, :, :]).mean()
         self.log("val/root_angle_deg", math.degrees(1) * root_err, batch_size=n, sync_dist=True)
@@ -200,6 +202,6 @@ class RBMRegressor(L.LightningModule):
         cfg = self.optim_cfg
         opt = torch.optim.Adam(self.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
         total = max(1, int(self.trainer.estimated_stepping_batches))
-        every = max(1, int(round(total * cfg["decay_every"])))
+        every = max(1, round(total * cfg["decay_every"]))
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=every, gamma=cfg["decay"])
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

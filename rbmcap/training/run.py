@@ -35,10 +35,17 @@ def ensure_dataset(data: DictConfig, markers: str, body) -> Path:
     log.info("dataset %s does not exist: synthesising it from %s (markers %s, realism %s)",
              path, motions, markers, data.realism)  # fmt: skip
     synthesize_dataset(
-        SynthOptions(motions=motions, out=path, body=str(data.body), markers=markers,
-                     realism=str(data.realism), fps=float(data.fps), seed=int(gen.seed),
-                     progress=False,
-                     split_lists=motions / "splits" if (motions / "splits").is_dir() else None),  # fmt: skip
+        SynthOptions(
+            motions=motions,
+            out=path,
+            body=str(data.body),
+            markers=markers,
+            realism=str(data.realism),
+            fps=float(data.fps),
+            seed=int(gen.seed),
+            progress=False,
+            split_lists=motions / "splits" if (motions / "splits").is_dir() else None,
+        ),
         body=body,
     )
     return path
@@ -148,7 +155,9 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
         "best_checkpoint": checkpoint.best_model_path,
         "last_checkpoint": checkpoint.last_model_path,
         "best_val_mpjpe_mm": float(best) if best is not None else None,
-        "val_metrics": {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")},
+        "val_metrics": {
+            k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
+        },
         "epochs": trainer.current_epoch,
         "output_dir": str(output_dir),
     }

@@ -49,5 +49,7 @@ LEFT_PARTS = (
 )
 
 PARTS: tuple[Part, ...] = (
-    CENTRE_PARTS + LEFT_PARTS + tuple(p.mirrored(MIRROR_JOINT.get(p.joint, p.joint)) for p in LEFT_PARTS)
+    CENTRE_PARTS
+    + LEFT_PARTS
+    + tuple(p.mirrored(MIRROR_JOINT.get(p.joint, p.joint)) for p in LEFT_PARTS)
 )

@@ -112,7 +112,9 @@ def joint_regressor(verts: np.ndarray, weights: np.ndarray, joints: np.ndarray) 
 def _chain(weights, s, delta_joints: np.ndarray) -> np.ndarray:
     """Displacement of the skin when joints move by ``delta_joints`` (24,3): each bone's skin
     follows its two ends, interpolated along the bone, blended by the skinning weights."""
-    ends = np.array([MAIN_CHILD.get(j, CHILDREN[j][0] if len(CHILDREN[j]) == 1 else j) for j in range(24)])
+    ends = np.array(
+        [MAIN_CHILD.get(j, CHILDREN[j][0] if len(CHILDREN[j]) == 1 else j) for j in range(24)]
+    )
     d_start, d_end = delta_joints, delta_joints[ends]
     per_bone = (1 - s)[..., None] * d_start[None] + s[..., None] * d_end[None]  # (V,24,3)
     return np.einsum("vj,vjc->vc", weights, per_bone)
@@ -154,7 +156,8 @@ def shape_blend_shapes(verts, normals, weights, joints) -> np.ndarray:
         _radial(weights, verts, closest, {(0, 3, 6, 9): 0.10, (12,): 0.08, (13, 14): 0.05,
                 (1, 2, 4, 5, 16, 17, 18, 19): 0.09, (7, 8, 10, 11, 20, 21, 22, 23, 15): 0.02}),
         _chain(weights, s, _sided({(4,): (0, -0.025, 0), (7, 10): (0, -0.05, 0)})),
-        _chain(weights, s, _sided({(18,): (0.018, 0, 0), (20,): (0.036, 0, 0), (22,): (0.042, 0, 0)})),
+        _chain(weights, s, _sided({(18,): (0.018, 0, 0), (20,): (0.036, 0, 0),
+                                   (22,): (0.042, 0, 0)})),
         _chain(weights, s, _sided({(13,): (0.008, 0, 0), (16, 18, 20, 22): (0.022, 0, 0)}))
         + 0.10 * weights[:, [9]] * x,
         _chain(weights, s, _sided({(1, 4, 7, 10): (0.015, 0, 0)})) + 0.12 * weights[:, [0]] * x,

@@ -110,6 +110,7 @@ def _field_gradient(parts, points: np.ndarray, eps: float, members=None) -> np.n
     """Unit gradient of the field (the outward normal on the surface), central differences."""
     offsets = np.eye(3) * eps
     g = np.stack(
-        [field(parts, points + o, members) - field(parts, points - o, members) for o in offsets], axis=-1
+        [field(parts, points + o, members) - field(parts, points - o, members) for o in offsets],
+        axis=-1,
     ) / (2 * eps)
     return g / np.maximum(np.linalg.norm(g, axis=-1, keepdims=True), 1e-12)

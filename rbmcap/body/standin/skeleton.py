@@ -36,6 +36,3 @@ REST_JOINTS = np.array([
     [-0.770, 0.215, -0.035],  # right_hand
 ], dtype=np.float64)
 # fmt: on
-
-FLOOR_Y = -1.205
-"""Height of the soles in the rest pose (the lowest vertex of the built mesh sits here)."""

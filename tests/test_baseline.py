@@ -157,7 +157,7 @@ def test_hybrid_start_converges_in_fewer_iterations(standin, walk):
     obs = _observe(standin, walk, "rbm14")
     poses, trans, betas, _ = walk
     gen = torch.Generator().manual_seed(0)
-    noisy = torch.as_tensor(poses) + 0.05 * torch.randn(FRAMES, 24, 3, generator=gen)
+    noisy = torch.as_tensor(poses) + 0.03 * torch.randn(FRAMES, 24, 3, generator=gen)
     init = {"poses": noisy, "trans": torch.as_tensor(trans) + 0.01, "betas": betas}
     solver = Solver(standin, "rbm14")
     cold = solver.solve(obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=100)

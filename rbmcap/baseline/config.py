@@ -58,9 +58,9 @@ class WeightsConfig:
 
     position_sigma_mm: float = 10.0
     rotation_sigma_deg: float = 5.0
-    prior: float = 1.0
+    prior: float = 0.1
     pose_l2: float = 0.0
-    accel_sigma: float = 50.0
+    accel_sigma: float = 100.0
     betas: float = 1.0
 
 

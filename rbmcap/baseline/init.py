@@ -112,21 +112,7 @@ def kinematic_rotations(
         local[:, 0] = g_all
         return local
     rest_joints = body.rest_joints(betas).to(dt)
-    est, has, jpos = {}, {}, {}
-    for j in np.unique(dominant).tolist():
-        m = torch.as_tensor(np.flatnonzero(dominant == j), device=dev)
-        wj = w[:, m]
-        if rot is not None:
-            cov = torch.einsum("tn,tnij,nkj->tik", wj, rot[:, m], rest_rot[m])
-            est[j], has[j] = _project(cov), wj.sum(-1) > 0
-        elif len(m) >= 3:
-            est[j], has[j] = kabsch_rotation(pos[:, m], rest_pos[m], wj)
-        else:
-            continue
-        # The joint's position, carried rigidly with the markers: p_obs − G (p_rest − J_rest).
-        offset = rest_pos[m] - rest_joints[j]
-        guess = pos[:, m] - torch.einsum("tij,nj->tni", est[j], offset)
-        jpos[j] = (guess * wj[..., None]).sum(1) / wj.sum(1).clamp_min(1e-12)[:, None]
+    est, has, jpos = segment_estimates(dominant, pos, rot, valid, rest_pos, rest_rot, rest_joints)
     root = g_all.clone()
     for j in reversed(TORSO_CHAIN):
         if j in est:
@@ -190,6 +176,34 @@ def _rotation_between(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     cos = (u * v).sum(-1, keepdim=True)
     angle = torch.atan2(sin, cos)
     return roma.rotvec_to_rotmat(axis / sin.clamp_min(1e-12) * angle)
+
+
+def segment_estimates(dominant, pos, rot, valid, rest_pos, rest_rot, rest_joints):
+    """Per joint carrying markers: its global rotation (T, 3, 3), where it is known (T,) and its
+    world position (T, 3), from the markers it carries.
+
+    A plate gives the rotation R_obs R_restᵀ; ≥ 3 points give the Kabsch rotation. The position
+    is carried rigidly with the markers: p_obs − G (p_rest − J_rest).
+
+    Returns:
+        dicts est, has, jpos keyed by SMPL joint.
+    """
+    w = valid.to(pos.dtype)
+    est, has, jpos = {}, {}, {}
+    for j in np.unique(dominant).tolist():
+        m = torch.as_tensor(np.flatnonzero(dominant == j), device=pos.device)
+        wj = w[:, m]
+        if rot is not None:
+            cov = torch.einsum("tn,tnij,nkj->tik", wj, rot[:, m], rest_rot[m])
+            est[j], has[j] = _project(cov), wj.sum(-1) > 0
+        elif len(m) >= 3:
+            est[j], has[j] = kabsch_rotation(pos[:, m], rest_pos[m], wj)
+        else:
+            continue
+        offset = rest_pos[m] - rest_joints[j]
+        guess = pos[:, m] - torch.einsum("tij,nj->tni", est[j], offset)
+        jpos[j] = (guess * wj[..., None]).sum(1) / wj.sum(1).clamp_min(1e-12)[:, None]
+    return est, has, jpos
 
 
 def fit_translation(

@@ -182,7 +182,7 @@ def fit_pose_prior(
     max_samples: int = 20000,
     iterations: int = 100,
     tolerance: float = 1e-2,
-    reg_covar: float = 1e-4,
+    reg_covar: float = 1e-3,
     joints: tuple[int, ...] = PRIOR_JOINTS,
 ) -> GaussianMixturePrior:
     """Fit a full-covariance Gaussian mixture to body poses by expectation-maximisation.

@@ -263,7 +263,7 @@ class Solver:
                 if o.name == "lbfgs":
                     done, stopped = self._lbfgs_steps(opt, closure, target - done, done)
                 else:
-                    loss = float(closure())
+                    loss = float(closure().detach())
                     opt.step()
                     done += 1
                     stopped = last is not None and o.tolerance > 0 and (

@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "skinning": "full smplx forward vs sparse skinning of the rbm14 marker vertices",
     "synth": "rbm14 synthesis frames per second, sparse vs dense, and peak memory",
     "train": "training windows per second of the default model on this machine",
+    "infer": "network frames per second in batch and streaming latency p50/p99",
 }
 
 

@@ -15,7 +15,7 @@ import sys
 
 from rbmcap.errors import RBMCapError
 
-AREAS = ("body", "motion", "synth", "dataset", "bench", "demo")
+AREAS = ("body", "motion", "synth", "dataset", "baseline", "eval", "bench", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:

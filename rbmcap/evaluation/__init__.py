@@ -1,0 +1,5 @@
+"""Evaluation: the network against the optimisation baseline and the hybrid, on one split."""
+
+from rbmcap.evaluation.runner import EvalOptions, MethodResult, evaluate
+
+__all__ = ["EvalOptions", "MethodResult", "evaluate"]

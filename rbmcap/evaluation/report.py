@@ -1,0 +1,213 @@
+"""Writing an evaluation: ``report.md``, ``metrics.json``, ``per_sequence.csv`` and plots."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import platform
+from pathlib import Path
+
+import numpy as np
+
+from rbmcap.evaluation.runner import MethodResult
+from rbmcap.skeleton import SMPL_JOINT_NAMES
+
+TABLE = (
+    ("mpjpe_mm", "MPJPE mm"),
+    ("root_aligned_mpjpe_mm", "root-aligned mm"),
+    ("pa_mpjpe_mm", "PA-MPJPE mm"),
+    ("joint_rotation_deg", "joint rot. deg"),
+    ("global_orientation_deg", "global orient. deg"),
+    ("legacy_mpjre_deg", "legacy MPJRE deg"),
+    ("v2v_mm", "V2V mm"),
+    ("mpjve_mm_s", "MPJVE mm/s"),
+    ("jitter_pred_m_s3", "jitter m/s³"),
+    ("upper_body_mm", "upper mm"),
+    ("lower_body_mm", "lower mm"),
+    ("hands_mm", "hands mm"),
+    ("root_mm", "root mm"),
+    ("betas_error", "betas err."),
+    ("ms_per_frame", "ms/frame"),
+)
+
+DEFINITIONS = """\
+- **MPJPE**: mean Euclidean distance over the 24 SMPL joints, no alignment (mm).
+- **root-aligned MPJPE**: the same after subtracting each skeleton's pelvis position (mm).
+- **PA-MPJPE**: the same after a per-frame rigid Procrustes alignment, no scale (mm).
+- **joint rot.**: mean geodesic angle of the local rotations of body joints 1–23 (deg);
+  **global orient.**: the same for joint 0, the global orientation.
+- **legacy MPJRE**: mean absolute difference of axis-angle components, root excluded (deg), as
+  in the sparse-tracker literature.
+- **V2V**: mean vertex distance over the whole mesh (mm).
+- **MPJVE**: mean joint velocity error (mm/s); **jitter**: mean norm of the third finite
+  difference of joint positions × fps³ (m/s³), prediction (ground truth in metrics.json).
+- **upper / lower / hands / root**: MPJPE over those joint groups (mm); **betas err.**: mean
+  absolute betas difference.
+- **ms/frame**: wall time per frame in this process. The network's is its whole-sequence
+  prediction; a solver's is taken where its MPJPE converged (see the convergence table); the
+  hybrid's is its full solver budget plus the network pass that starts it.
+- Averages are over frames (every frame counts once); per-sequence values are in
+  per_sequence.csv."""
+
+
+def write_report(result: dict, out: str | os.PathLike) -> dict:
+    """Write every output file into ``out``; returns the JSON-ready metrics object."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    methods: dict[str, MethodResult] = result["methods"]
+    averages = {k: m.averages() for k, m in methods.items()}
+    net_ms = averages["network"]["ms_per_frame"]
+    metrics = {
+        "dataset": result["dataset"],
+        "options": result["options"],
+        "machine": {"cpu_count": os.cpu_count(), "processor": platform.machine()},
+        "methods": {
+            k: {
+                "label": m.label,
+                "frames": m.frames,
+                "sequences": len(m.sequences),
+                "iterations": m.iterations,
+                "time_ratio_to_network": averages[k]["ms_per_frame"] / net_ms if net_ms else None,
+                "metrics": averages[k],
+                "per_joint_mm": None if m.per_joint_mm is None else m.per_joint_mm.tolist(),
+                "convergence": m.convergence,
+            }
+            for k, m in methods.items()
+        },
+    }
+    _atomic_text(out / "metrics.json", json.dumps(_finite(metrics), indent=2))
+    _write_csv(methods, out / "per_sequence.csv")
+    plots = _plots(methods, averages, out)
+    _atomic_text(out / "report.md", _markdown(metrics, methods, averages, plots))
+    return metrics
+
+
+def _finite(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_finite(v) for v in x]
+    return x
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _write_csv(methods, path: Path) -> None:
+    keys = [k for k, _ in TABLE]
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["method", "sequence", "frames", *keys])
+        for name, m in methods.items():
+            for row in m.sequences:
+                w.writerow([name, row["sequence"], row["frames"],
+                            *[f"{row.get(k, float('nan')):.4g}" for k in keys]])  # fmt: skip
+    os.replace(tmp, path)
+
+
+def _markdown(metrics, methods, averages, plots) -> str:
+    ds = metrics["dataset"]
+    net = averages["network"]
+    lines = [
+        "# rbmcap evaluation",
+        "",
+        f"Data `{ds['path']}`, split **{ds['split']}** ({methods['network'].frames} frames, "
+        f"{len(methods['network'].sequences)} sequences), marker set **{ds['marker_set']}**, "
+        f"realism **{ds['realism']}**, body `{ds['body']}`, {ds['fps']:g} Hz. "
+        f"Checkpoint `{metrics['options']['ckpt']}`. Machine: {metrics['machine']['cpu_count']} "
+        f"CPUs ({metrics['machine']['processor']}).",
+        "",
+        "| method | " + " | ".join(label for _, label in TABLE) + " | time × network |",
+        "|---|" + "---|" * (len(TABLE) + 1),
+    ]
+    for name, m in methods.items():
+        a = averages[name]
+        cells = [_fmt(a.get(k)) for k, _ in TABLE]
+        ratio = a["ms_per_frame"] / net["ms_per_frame"] if net["ms_per_frame"] else float("nan")
+        label = m.label + (f", {m.iterations} it." if m.iterations is not None else "")
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {ratio:.1f} |")
+    for name, m in methods.items():
+        if not m.convergence:
+            continue
+        c = m.convergence[0]
+        lines += ["", f"**Convergence of {m.label}** (MPJPE against solver iterations; "
+                      f"converged at {m.iterations} iterations):", "",
+                  "| iterations | " + " | ".join(str(i) for i in c["iterations"]) + " |",
+                  "|---|" + "---|" * len(c["iterations"]),
+                  "| MPJPE mm | " + " | ".join(_fmt(v) for v in c["mpjpe_mm"]) + " |",
+                  "| ms/frame | " + " | ".join(_fmt(v) for v in c["ms_per_frame"]) + " |"]  # fmt: skip
+    lines += ["", "## Definitions", "", DEFINITIONS, "", "## Plots", ""]
+    lines += [f"![{p.stem}]({p.name})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+
+
+def _plots(methods, averages, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    fig, ax = plt.subplots(figsize=(12, 4))
+    width = 0.8 / len(methods)
+    for i, (name, m) in enumerate(methods.items()):
+        if m.per_joint_mm is not None:
+            ax.bar(np.arange(24) + i * width, m.per_joint_mm, width, label=m.label)
+    ax.set_xticks(np.arange(24) + 0.4 - width / 2, SMPL_JOINT_NAMES, rotation=70, fontsize=8)
+    ax.set_ylabel("mean joint error (mm)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths.append(_save(fig, out / "per_joint_error.png"))
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for name, m in methods.items():
+        if m.per_frame:
+            series = m.per_frame[0]["mpjpe_mm"]
+            ax.plot(np.arange(len(series)) / 60.0, series, label=m.label, lw=1)
+    first = next(iter(methods.values())).sequences[0]["sequence"]
+    ax.set_title(f"MPJPE over time: {first}", fontsize=10)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("MPJPE (mm)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths.append(_save(fig, out / "error_over_time.png"))
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for name, m in methods.items():
+        a = averages[name]
+        ax.scatter(a["ms_per_frame"], a["mpjpe_mm"], s=60, label=m.label, zorder=3)
+        if m.convergence:
+            c = m.convergence[0]
+            ax.plot(c["ms_per_frame"][1:], c["mpjpe_mm"][1:], "--", lw=1, alpha=0.7,
+                    label=f"{m.label}: iterations")  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("time per frame (ms, log)")
+    ax.set_ylabel("MPJPE (mm, log)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths.append(_save(fig, out / "speed_vs_accuracy.png"))
+    return paths
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

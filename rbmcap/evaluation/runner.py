@@ -1,0 +1,276 @@
+"""Run every method on a dataset split and collect per-sequence metrics and timings.
+
+Methods (design §7):
+
+- ``network``: the trained checkpoint through :class:`rbmcap.inference.Predictor`.
+- ``baseline_6dof``: the optimisation solver on the same RBM observations (positions and
+  orientations).
+- ``baseline_points``: the solver on a point-marker dataset (MoSh++'s 53 markers) synthesised
+  from the same motions, the setup the method is compared against.
+- ``hybrid``: the solver started from the network's answer, with the hybrid iteration budget.
+
+Times are wall-clock milliseconds per frame in this process. A solver's time is taken at the
+iteration count where its accuracy has converged (from its convergence record), so a generous
+iteration budget does not count against it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rbmcap.errors import ConfigError, DataError
+
+log = logging.getLogger("rbmcap.eval")
+
+
+@dataclass
+class EvalOptions:
+    """What ``rbmcap eval`` does (see the CLI for each option)."""
+
+    ckpt: str | Path
+    data: str | Path
+    split: str = "test"
+    baseline: bool = False
+    hybrid: bool = False
+    point_data: str | Path | None = None
+    prior: str | Path | None = None
+    max_frames: int | None = None
+    solver_config: str = "default"
+    hybrid_config: str = "hybrid"
+    device: str = "cpu"
+    vertices: bool = True
+    body: str | None = None
+
+
+@dataclass
+class MethodResult:
+    """One method over the split: per-sequence metrics, timing and joint errors."""
+
+    name: str
+    label: str
+    sequences: list[dict] = field(default_factory=list)  # name, frames, metrics means, ms/frame
+    per_frame: list[dict[str, np.ndarray]] = field(default_factory=list)
+    per_joint_mm: np.ndarray | None = None  # (24,) mean joint error
+    seconds: float = 0.0
+    frames: int = 0
+    convergence: list[dict] = field(default_factory=list)  # per sequence record (solvers)
+    converged_ms_per_frame: float | None = None
+    iterations: int | None = None
+
+    @property
+    def ms_per_frame(self) -> float:
+        if self.converged_ms_per_frame is not None:
+            return self.converged_ms_per_frame
+        return 1e3 * self.seconds / max(self.frames, 1)
+
+    def averages(self) -> dict[str, float]:
+        """Per-frame averages over all sequences (every frame counts once)."""
+        keys = self.per_frame[0].keys() if self.per_frame else []
+        out = {}
+        for k in keys:
+            values = np.concatenate([pf[k] for pf in self.per_frame])
+            values = values[np.isfinite(values)]
+            out[k] = float(values.mean()) if values.size else float("nan")
+        out["ms_per_frame"] = self.ms_per_frame
+        return out
+
+
+def _sequences(data, max_frames: int | None):
+    """Yield (name, arrays) of the split, truncated to ``max_frames`` frames in all."""
+    left = max_frames
+    for i, entry in enumerate(data.sequences):
+        if left is not None and left <= 0:
+            break
+        seq = {k: np.asarray(v) for k, v in data.sequence(i).items()}
+        if left is not None and entry.frames > left:
+            seq = {k: v[:left] for k, v in seq.items()}
+        frames = len(seq["poses"])
+        if left is not None:
+            left -= frames
+        yield entry.name, seq, frames
+
+
+def _truth(seq) -> dict:
+    return {"poses": seq["poses"], "betas": seq["betas"][0], "trans": seq["trans"]}
+
+
+def _record(result: MethodResult, body, name, frames, pred, seq, fps, vertices, seconds):
+    from rbmcap.metrics import evaluate_sequence
+
+    m = evaluate_sequence(body, pred, _truth(seq), fps, vertices=vertices)
+    with torch.no_grad():
+        pj, _ = body.pose_joints(torch.as_tensor(np.asarray(pred["poses"])), torch.as_tensor(
+            np.asarray(pred["betas"])), torch.as_tensor(np.asarray(pred["trans"])))  # fmt: skip
+    err = 1e3 * (pj - torch.as_tensor(seq["joints"])).norm(dim=-1).sum(0).numpy()
+    result.per_joint_mm = err if result.per_joint_mm is None else result.per_joint_mm + err
+    result.per_frame.append(m.per_frame)
+    result.sequences.append({"sequence": name, "frames": frames, "ms_per_frame":
+                             1e3 * seconds / frames, **m.mean})  # fmt: skip
+    result.seconds += seconds
+    result.frames += frames
+
+
+def _finish(result: MethodResult) -> MethodResult:
+    if result.per_joint_mm is not None:
+        result.per_joint_mm = result.per_joint_mm / max(result.frames, 1)
+    return result
+
+
+def _converged_time(result: MethodResult) -> None:
+    """Set the solver's ms/frame at the iteration count where its MPJPE converged."""
+    if not result.convergence:
+        return
+    from rbmcap.baseline import ConvergenceRecord
+
+    iters = result.convergence[0]["iterations"]
+    frames = sum(c["frames"] for c in result.convergence)
+    total = ConvergenceRecord(
+        iterations=list(iters),
+        evaluations=[sum(c["evaluations"][k] for c in result.convergence) for k in range(len(iters))],
+        objective=[sum(c["objective"][k] for c in result.convergence) for k in range(len(iters))],
+        seconds=[sum(c["seconds"][k] for c in result.convergence) for k in range(len(iters))],
+        mpjpe_mm=[sum(c["mpjpe_mm"][k] * c["frames"] for c in result.convergence) / frames
+                  for k in range(len(iters))],
+        frames=frames,
+    )  # fmt: skip
+    k = total.iterations.index(total.converged_at())
+    result.iterations = total.iterations[k]
+    result.converged_ms_per_frame = total.ms_per_frame[k]
+    result.convergence = [total.to_dict()]
+
+
+def evaluate(opts: EvalOptions) -> dict:
+    """Run the configured methods; returns the data the report is written from."""
+    from rbmcap.dataset import RBMDataset
+    from rbmcap.inference import Predictor
+
+    predictor = Predictor.from_checkpoint(opts.ckpt, device=opts.device)
+    data = RBMDataset(opts.data, opts.split)
+    if len(data) == 0:
+        raise DataError(f"{opts.data}: split {opts.split!r} is empty")
+    if data.manifest.marker_set != predictor.marker_set:
+        raise ConfigError(
+            f"{opts.ckpt} was trained on marker set {predictor.marker_set!r} but {opts.data} "
+            f"holds {data.manifest.marker_set!r}"
+        )
+    body = _body(data, opts.body)
+    if body.identity != predictor.body_id:
+        log.warning("checkpoint body %s differs from the data's %s", predictor.body_id, body.identity)
+    fps = float(data.manifest.config.get("fps", 60.0))
+    methods: dict[str, MethodResult] = {
+        "network": MethodResult("network", f"network ({predictor.model.hparams['network']['name']}, "
+                                f"{data.manifest.marker_set})")  # fmt: skip
+    }
+    need_solver = opts.baseline or opts.hybrid or opts.point_data is not None
+    prior = _prior(opts, body) if need_solver else None
+    if opts.baseline:
+        methods["baseline_6dof"] = MethodResult("baseline_6dof",
+                                                f"optimisation ({data.manifest.marker_set}, 6-DoF)")
+    if opts.hybrid:
+        methods["hybrid"] = MethodResult("hybrid", "hybrid (network + optimisation)")
+    solver = hybrid_solver = None
+    if opts.baseline or opts.hybrid:
+        from rbmcap.baseline import Solver
+
+        solver = Solver(body, data.manifest.marker_set, opts.solver_config, prior, opts.device)
+        hybrid_solver = Solver(body, data.manifest.marker_set, opts.hybrid_config, prior, opts.device)
+    for name, seq, frames in _sequences(data, opts.max_frames):
+        log.info("%s (%d frames)", name, frames)
+        obs = (seq["rbm_pos"], seq["rbm_rot"], seq["rbm_valid"])
+        t0 = time.perf_counter()
+        pred = predictor.predict(*obs)
+        dt = time.perf_counter() - t0
+        net = {"poses": pred.poses, "betas": pred.betas, "trans": pred.trans}
+        _record(methods["network"], body, name, frames, net, seq, fps, opts.vertices, dt)
+        if opts.baseline:
+            sol = solver.solve(*obs, fps=fps, truth_joints=seq["joints"])
+            methods["baseline_6dof"].convergence.append(sol.record.to_dict())
+            _record(methods["baseline_6dof"], body, name, frames, _numpy(sol.as_prediction()),
+                    seq, fps, opts.vertices, sol.seconds)  # fmt: skip
+        if opts.hybrid:
+            sol = hybrid_solver.solve(*obs, fps=fps, init=net, truth_joints=seq["joints"])
+            methods["hybrid"].convergence.append(sol.record.to_dict())
+            # the hybrid's cost includes the network pass that starts it
+            _record(methods["hybrid"], body, name, frames, _numpy(sol.as_prediction()), seq,
+                    fps, opts.vertices, sol.seconds + dt)  # fmt: skip
+    if opts.point_data is not None:
+        methods["baseline_points"] = _point_baseline(opts, body, prior, fps, methods["network"])
+    for key in ("baseline_6dof", "baseline_points"):
+        if key in methods:
+            _converged_time(methods[key])
+    if "hybrid" in methods:
+        h = methods["hybrid"]
+        h.iterations = h.convergence[0]["iterations"][-1] if h.convergence else None
+        h.convergence = []  # its time is the full hybrid budget plus the network pass
+    return {
+        "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(opts).items()},
+        "dataset": {"path": str(opts.data), "split": opts.split, "marker_set": data.manifest.marker_set,
+                    "realism": data.manifest.realism, "body": body.identity, "fps": fps},  # fmt: skip
+        "methods": {k: _finish(v) for k, v in methods.items()},
+    }
+
+
+def _body(data, spec: str | None):
+    """The body the dataset was made with: the stand-in by its id, else the user's model path."""
+    from rbmcap.body import load_body_model
+
+    ident = data.manifest.body_model
+    gender = ident.rsplit("/", 1)[-1] if "/" in ident else "neutral"
+    if spec is None:
+        if not ident.startswith("standin"):
+            raise ConfigError(f"{data.path} was made with body {ident!r}: pass --body MODEL_PATH")
+        spec = "standin"
+    body = load_body_model(spec, gender=gender if gender in ("neutral", "male", "female") else "neutral")
+    if body.identity != ident:
+        log.warning("the data was made with body %s, evaluating with %s", ident, body.identity)
+    return body
+
+
+def _numpy(pred: dict) -> dict:
+    return {k: v.detach().cpu().numpy() for k, v in pred.items()}
+
+
+def _prior(opts: EvalOptions, body):
+    """The pose prior: a given file, else fitted on the dataset's train split (logged)."""
+    from rbmcap.baseline import fit_pose_prior, load_pose_prior
+    from rbmcap.dataset import RBMDataset
+
+    if opts.prior is not None:
+        return load_pose_prior(opts.prior)
+    try:
+        train = RBMDataset(opts.data, "train")
+    except DataError:
+        log.warning("no train split in %s: solving without a pose prior", opts.data)
+        return None
+    log.info("fitting the baseline's pose prior on %s (train split)", opts.data)
+    return fit_pose_prior(np.asarray(train.arrays["poses"]), num_components=8, seed=0)
+
+
+def _point_baseline(opts, body, prior, fps, network: MethodResult) -> MethodResult:
+    """The solver on the point-marker dataset, on the sequences the network was evaluated on."""
+    from rbmcap.baseline import Solver
+    from rbmcap.dataset import RBMDataset
+
+    pdata = RBMDataset(opts.point_data, opts.split)
+    if pdata.manifest.config.get("markers", {}).get("kind") != "point":
+        raise ConfigError(f"{opts.point_data}: --point-data must hold a point-marker dataset "
+                          f"(e.g. moshpp53), it holds {pdata.manifest.marker_set!r}")  # fmt: skip
+    solver = Solver(body, pdata.manifest.marker_set, opts.solver_config, prior, opts.device)
+    result = MethodResult("baseline_points", f"optimisation ({pdata.manifest.marker_set}, points)")
+    for item in network.sequences:
+        name, frames = item["sequence"], item["frames"]
+        try:
+            seq = {k: np.asarray(v)[:frames] for k, v in pdata.sequence(name).items()}
+        except DataError as exc:
+            raise DataError(f"{opts.point_data}: {exc} (it must hold the same motions)") from exc
+        sol = solver.solve(seq["rbm_pos"], None, seq["rbm_valid"], fps=fps, truth_joints=seq["joints"])
+        result.convergence.append(sol.record.to_dict())
+        _record(result, body, name, frames, _numpy(sol.as_prediction()), seq, fps, opts.vertices,
+                sol.seconds)  # fmt: skip
+    return result

@@ -25,7 +25,7 @@ def walk(standin):
     """30 frames of a procedural walk: poses, trans, betas, fps."""
     from rbmcap.motion.procedural.library import generate
 
-    m = generate("walk", seed=3, body=standin)
+    m = generate("walk", seed=1, body=standin)
     return m.poses[60 : 60 + FRAMES], m.trans[60 : 60 + FRAMES], m.betas, m.fps
 
 
@@ -139,10 +139,11 @@ def test_solver_fits_noise_free_rbm14_plates_below_5mm(standin, walk):
     assert rec.iterations[-1] == sol.iterations == 150 and sol.ms_per_frame > 0
 
 
-POINT_BOUND_MM = 10.0
-"""Stated bound for the point-marker (moshpp53) solver on noise-free markers after 200
-iterations from the observation-based start (no pose prior): positions alone leave bone twists
-less determined than plates do, so the bound is looser than the 6-DoF one."""
+POINT_BOUND_MM = 6.0
+"""Stated bound for the point-marker (moshpp53) solver: MPJPE on noise-free markers of 30 walking
+frames after 200 L-BFGS iterations from the observation-based start, default weights, no pose
+prior. Positions alone fix a segment's rotation only through ≥ 3 markers on it (upper arms and
+thighs carry one each), so the bound is looser than the plates' 5 mm; measured ≈ 2 mm."""
 
 
 def test_point_solver_on_moshpp53_meets_its_stated_bound(standin, walk):

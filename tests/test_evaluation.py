@@ -1,0 +1,83 @@
+"""rbmcap eval: every method on a split, the report files, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import lightning as L
+import pytest
+
+from rbmcap.cli.main import main
+from rbmcap.training.data import RBMDataModule
+from test_training import _module
+
+
+@pytest.fixture(scope="module")
+def checkpoint(standin, tiny_dataset, tmp_path_factory):
+    model = _module(standin, "mlp")
+    path = tmp_path_factory.mktemp("ckpt") / "model.ckpt"
+    trainer = L.Trainer(max_steps=2, limit_val_batches=1, accelerator="cpu", logger=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=path.parent)  # fmt: skip
+    trainer.fit(model, datamodule=RBMDataModule(tiny_dataset, window=30, batch_size=4))
+    trainer.save_checkpoint(path)
+    return path
+
+
+def test_eval_writes_the_report_for_every_method(checkpoint, tiny_dataset, tmp_path, capsys):
+    out = tmp_path / "eval"
+    code = main(["eval", "--ckpt", str(checkpoint), "--data", str(tiny_dataset), "--split", "test",
+                 "--baseline", "--hybrid", "--max-frames", "40", "--solver-config", "default",
+                 "--out", str(out), "--json"])  # fmt: skip
+    assert code == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert set(metrics["methods"]) == {"network", "baseline_6dof", "hybrid"}
+    for name, m in metrics["methods"].items():
+        assert m["frames"] == 40, name
+        for key in ("mpjpe_mm", "pa_mpjpe_mm", "joint_rotation_deg", "v2v_mm", "ms_per_frame"):
+            assert m["metrics"][key] >= 0, (name, key)
+        assert len(m["per_joint_mm"]) == 24
+    assert metrics["methods"]["baseline_6dof"]["convergence"][0]["iterations"][0] == 0
+    report = (out / "report.md").read_text()
+    assert "| network" in report and "Convergence of" in report and "MPJPE" in report
+    rows = list(csv.DictReader(open(out / "per_sequence.csv")))
+    assert {r["method"] for r in rows} == {"network", "baseline_6dof", "hybrid"}
+    for png in ("per_joint_error.png", "error_over_time.png", "speed_vs_accuracy.png"):
+        assert (out / png).stat().st_size > 5000
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--ckpt", "/no/such.ckpt"], "no such checkpoint"),
+        (["--split", "nope"], "no split 'nope'"),
+        (["--max-frames", "0"], "must be positive"),
+    ],
+)
+def test_eval_bad_input_is_one_line(checkpoint, tiny_dataset, tmp_path, capsys, extra, needle):
+    argv = ["eval", "--ckpt", str(checkpoint), "--data", str(tiny_dataset), "--out",
+            str(tmp_path / "o")]  # fmt: skip
+    for i in range(0, len(extra), 2):
+        if extra[i] in argv:
+            argv[argv.index(extra[i]) + 1] = extra[i + 1]
+        else:
+            argv += extra[i : i + 2]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err
+
+
+def test_eval_refuses_data_of_another_marker_set(checkpoint, tmp_path, standin, capsys):
+    from rbmcap.dataset import SynthOptions, synthesize_dataset
+    from rbmcap.motion.procedural.library import generate
+
+    motions = tmp_path / "m" / "Procedural" / "S00"
+    motions.mkdir(parents=True)
+    generate("squat", 0, body=standin).save(motions / "squat_poses.npz")
+    synthesize_dataset(SynthOptions(motions=tmp_path / "m", out=tmp_path / "d", markers="rbm_d",
+                                    progress=False), body=standin)  # fmt: skip
+    code = main(["eval", "--ckpt", str(checkpoint), "--data", str(tmp_path / "d"), "--split",
+                 "train", "--out", str(tmp_path / "o")])  # fmt: skip
+    assert code == 2
+    assert "trained on marker set 'rbm14'" in capsys.readouterr().err

@@ -115,8 +115,9 @@ def test_fit_prior_command_writes_a_prior(tmp_path, monkeypatch):
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers())
     out = tmp_path / "p" / "prior.npz"
-    args = parser.parse_args(["baseline", "fit-prior", "--data", "x", "--out", str(out),
-                              "--components", "2"])  # fmt: skip
+    args = parser.parse_args(
+        ["baseline", "fit-prior", "--data", "x", "--out", str(out), "--components", "2"]
+    )
     assert args.func(args) == 0
     assert load_pose_prior(out).num_components == 2
     assert not list(out.parent.glob("*.tmp"))
@@ -125,8 +126,9 @@ def test_fit_prior_command_writes_a_prior(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------------- solver
 def test_solver_fits_noise_free_rbm14_plates_below_5mm(standin, walk):
     obs = _observe(standin, walk, "rbm14")
-    sol = Solver(standin, "rbm14").solve(obs.pos, obs.rot, obs.valid, fps=walk[3],
-                                         truth_joints=obs.joints, iterations=150)  # fmt: skip
+    sol = Solver(standin, "rbm14").solve(
+        obs.pos, obs.rot, obs.valid, fps=walk[3], truth_joints=obs.joints, iterations=150
+    )
     rec = sol.record
     assert rec.mpjpe_mm[-1] < 5.0
     assert rec.mpjpe_mm[-1] < 0.3 * rec.mpjpe_mm[0]
@@ -149,8 +151,9 @@ thighs carry one each), so the bound is looser than the plates' 5 mm; measured â
 def test_point_solver_on_moshpp53_meets_its_stated_bound(standin, walk):
     obs = _observe(standin, walk, "moshpp53")
     assert np.allclose(obs.rot, np.eye(3))  # positions only
-    sol = Solver(standin, "moshpp53").solve(obs.pos, None, obs.valid, fps=walk[3],
-                                            truth_joints=obs.joints, iterations=200)  # fmt: skip
+    sol = Solver(standin, "moshpp53").solve(
+        obs.pos, None, obs.valid, fps=walk[3], truth_joints=obs.joints, iterations=200
+    )
     assert sol.record.mpjpe_mm[-1] < POINT_BOUND_MM
 
 
@@ -158,15 +161,18 @@ def test_hybrid_start_converges_in_fewer_iterations(standin, walk):
     obs = _observe(standin, walk, "rbm14")
     poses, trans, betas, _ = walk
     gen = torch.Generator().manual_seed(0)
-    noisy = torch.as_tensor(poses) + 0.03 * torch.randn(FRAMES, 24, 3, generator=gen)
-    init = {"poses": noisy, "trans": torch.as_tensor(trans) + 0.01, "betas": betas}
+    # A network-like answer: every joint ~1Â° off, 1 cm of translation, the shape roughly right.
+    noisy = torch.as_tensor(poses) + 0.01 * torch.randn(FRAMES, 24, 3, generator=gen)
+    init = {"poses": noisy, "trans": torch.as_tensor(trans) + 0.01, "betas": 0.8 * betas}
     solver = Solver(standin, "rbm14")
-    cold = solver.solve(obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=100)
-    warm = solver.solve(obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=100,
-                        init=init)  # fmt: skip
-    assert warm.record.mpjpe_mm[0] < cold.record.mpjpe_mm[0]
-    target = 5.0
-    assert _first_below(warm.record, target) < _first_below(cold.record, target)
+    cold = solver.solve(obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=75)
+    warm = solver.solve(
+        obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=75, init=init
+    )
+    # Both start ~20 mm off, but the perturbed answer has the structure the plates leave loose
+    # (how the spine shares a bend, the shape): it converges in a fraction of the iterations.
+    assert _first_below(warm.record, 5.0) * 3 <= _first_below(cold.record, 5.0) <= 75
+    assert warm.record.mpjpe_mm[-1] < cold.record.mpjpe_mm[-1]
 
 
 def test_occluded_markers_are_masked_not_used(standin, walk):
@@ -174,18 +180,31 @@ def test_occluded_markers_are_masked_not_used(standin, walk):
     pos, valid = obs.pos.copy(), obs.valid.copy()
     pos[5:15, 4] = np.nan  # the left hand plate drops out for 10 frames
     valid[5:15, 4] = False
-    sol = Solver(standin, "rbm14").solve(pos, obs.rot, valid, truth_joints=obs.joints,
-                                         iterations=60)  # fmt: skip
+    sol = Solver(standin, "rbm14").solve(
+        pos, obs.rot, valid, truth_joints=obs.joints, iterations=60
+    )
     assert np.isfinite(sol.record.objective).all() and sol.record.mpjpe_mm[-1] < 15.0
 
 
 def test_windows_with_warm_start_and_a_shape_stage(standin, walk):
     obs = _observe(standin, walk, "rbm14")
-    config = load_solver_config("default", {"schedule.window": 10, "schedule.shape_frames": 8,
-                                            "schedule.shape_iterations": 40})  # fmt: skip
-    sol = Solver(standin, "rbm14", config).solve(obs.pos, obs.rot, obs.valid,
-                                                 truth_joints=obs.joints, iterations=60)
+    config = load_solver_config(
+        "default",
+        {"schedule.window": 15, "schedule.shape_frames": 8, "schedule.shape_iterations": 30},
+    )
+    sol = Solver(standin, "rbm14", config).solve(
+        obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=50
+    )
     assert sol.record.frames == FRAMES and sol.record.mpjpe_mm[-1] < 10.0
+
+
+def test_a_relative_tolerance_stops_early(standin, walk):
+    obs = _observe(standin, walk, "rbm14")
+    config = load_solver_config("default", {"optimiser.tolerance": 1e-3})
+    sol = Solver(standin, "rbm14", config).solve(obs.pos, obs.rot, obs.valid, iterations=1000)
+    assert sol.iterations < 1000
+    assert sol.record.iterations[-1] == 1000  # the record still reaches the asked count
+    assert sol.record.objective[-1] == sol.record.objective[-2]
 
 
 def test_adam_lowers_the_objective(standin, walk):
@@ -219,7 +238,7 @@ def test_configuration_files_and_overrides():
     assert cfg.optimiser.iterations == 7 and cfg.weights.prior == 0.5
     with pytest.raises(ConfigError, match="unknown"):
         load_solver_config("default", {"weights.nope": 1.0})
-    with pytest.raises(ConfigError, match="optimiser.name"):
+    with pytest.raises(ConfigError, match=r"optimiser\.name"):
         load_solver_config("default", {"optimiser.name": "sgd"})
     with pytest.raises(ConfigError, match="wrong type"):
         load_solver_config("default", {"optimiser.iterations": "many"})

@@ -66,7 +66,7 @@ def test_procrustes_removes_any_rigid_transform_exactly(rotvec, shift, seed):
     r = roma.rotvec_to_rotmat(torch.tensor(rotvec, dtype=torch.float64))
     moved = true @ r.T + torch.tensor(shift, dtype=torch.float64)
     assert pa_mpjpe(moved, true) < 1e-9
-    aligned, r_fit, t_fit = procrustes_align(moved, true)
+    aligned, r_fit, _ = procrustes_align(moved, true)
     assert torch.allclose(aligned, true, atol=1e-9)
     assert torch.allclose(r_fit, r.T, atol=1e-9)
     assert torch.det(r_fit) == pytest.approx(1.0)
@@ -87,7 +87,9 @@ def test_procrustes_does_not_reflect_or_scale():
 def test_known_rotation_errors_give_known_angles(degrees):
     true = roma.random_rotmat(6, generator=torch.Generator().manual_seed(2)).double()
     pred = true @ _about_z(degrees * DEG)
-    assert torch.allclose(rotation_angle(pred, true), torch.full((6,), degrees * DEG, dtype=torch.float64), atol=1e-7)
+    assert torch.allclose(
+        rotation_angle(pred, true), torch.full((6,), degrees * DEG, dtype=torch.float64), atol=1e-7
+    )
 
 
 def test_joint_rotation_error_averages_body_joints_and_leaves_the_root_out():
@@ -189,7 +191,7 @@ def test_sequence_metrics_of_a_shift_and_a_turn(standin):
     poses = 0.2 * gen.standard_normal((5, 24, 3))
     trans = gen.standard_normal((5, 3))
     true = {"poses": poses, "trans": trans}
-    shifted = {"poses": torch.as_tensor(poses), "trans": trans + [0.0, 0.0, 0.01]}
+    shifted = {"poses": torch.as_tensor(poses), "trans": trans + np.array([0.0, 0.0, 0.01])}
     m = evaluate_sequence(standin, shifted, true)
     assert m.mean["mpjpe_mm"] == pytest.approx(10.0, abs=1e-3)
     assert m.mean["v2v_mm"] == pytest.approx(10.0, abs=1e-3)

@@ -154,8 +154,10 @@ def load_solver_config(
     if not (path.suffix in (".yaml", ".yml") or path.is_file()):
         path = CONF_DIR / f"{text}.yaml"
         if not path.is_file():
-            raise ConfigError(f"unknown baseline config {text!r}; known: "
-                              f"{', '.join(available_configs())} (or a YAML path)")  # fmt: skip
+            raise ConfigError(
+                f"unknown baseline config {text!r}; known: "
+                f"{', '.join(available_configs())} (or a YAML path)"
+            )
     if not path.is_file():
         raise ConfigError(f"{path}: baseline config file not found")
     try:
@@ -176,8 +178,9 @@ def _from_dict(data: dict[str, Any], where: str) -> SolverConfig:
     top = {f.name for f in dataclasses.fields(SolverConfig)}
     unknown = set(data) - top
     if unknown:
-        raise ConfigError(f"{where}: unknown baseline config keys {sorted(unknown)}; "
-                          f"expected {sorted(top)}")  # fmt: skip
+        raise ConfigError(
+            f"{where}: unknown baseline config keys {sorted(unknown)}; expected {sorted(top)}"
+        )
     kwargs: dict[str, Any] = {}
     for key, cls in _SECTIONS.items():
         section = data.get(key) or {}
@@ -186,8 +189,9 @@ def _from_dict(data: dict[str, Any], where: str) -> SolverConfig:
         names = {f.name: f.type for f in dataclasses.fields(cls)}
         bad = set(section) - set(names)
         if bad:
-            raise ConfigError(f"{where}: unknown keys {sorted(bad)} in {key}; "
-                              f"expected {sorted(names)}")  # fmt: skip
+            raise ConfigError(
+                f"{where}: unknown keys {sorted(bad)} in {key}; expected {sorted(names)}"
+            )
         kwargs[key] = cls(**{k: _coerce(v, cls, k, where) for k, v in section.items()})
     if "record" in data:
         rec = data["record"]
@@ -216,8 +220,10 @@ def _coerce(value: Any, cls, key: str, where: str) -> Any:
             return float(value)
         return str(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{where}: {cls.__name__}.{key} = {value!r} has the wrong type "
-                          f"(expected {type(default).__name__})") from None  # fmt: skip
+        raise ConfigError(
+            f"{where}: {cls.__name__}.{key} = {value!r} has the wrong type "
+            f"(expected {type(default).__name__})"
+        ) from None
 
 
 def _undot(d: dict[str, Any]) -> dict[str, Any]:
@@ -234,5 +240,7 @@ def _undot(d: dict[str, Any]) -> dict[str, Any]:
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = (
+            _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        )
     return out

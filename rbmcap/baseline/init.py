@@ -122,7 +122,9 @@ def kinematic_rotations(
         near = [j for j in PELVIS_FRAME if j in jpos]
         if len(near) >= 3:
             wn = torch.stack([has[j] for j in near], -1).to(dt)
-            fit, ok = kabsch_rotation(torch.stack([jpos[j] for j in near], 1), rest_joints[near], wn)
+            fit, ok = kabsch_rotation(
+                torch.stack([jpos[j] for j in near], 1), rest_joints[near], wn
+            )
             root = torch.where(ok[:, None, None], fit, root)
     children = {j: [c for c in range(24) if SMPL_PARENTS[c] == j] for j in range(24)}
     glob: list[torch.Tensor] = [root] + [eye.expand(num, 3, 3)] * 23
@@ -146,8 +148,9 @@ def kinematic_rotations(
                 )
             glob[j] = parent @ local[:, j]
         if j in jpos:
-            where[j] = jpos[j] if where[j] is None else torch.where(
-                has[j][:, None], jpos[j], where[j])  # fmt: skip
+            where[j] = (
+                jpos[j] if where[j] is None else torch.where(has[j][:, None], jpos[j], where[j])
+            )
             known[j] = known[j] | has[j]
     return local
 

@@ -1,9 +1,9 @@
 """The solver's objective, term by term (design §7), for a window of T frames.
 
-    E = Σ_t Σ_i v_ti ( ‖p̂_ti − p_ti‖² / σ_p²  +  θ(R̂_ti, R_ti)² / σ_r² )      data (θ only for plates)
-      + Σ_t  w_prior · NLL_GMM(θ_body,t)  +  w_l2 · ‖θ_body,t‖²               pose prior
-      + Σ_t Σ_i ‖Δ² p̂_ti · fps²‖² / σ_a²                                      smoothness
-      + w_β ‖β‖²                                                              shape prior
+    E = Σ_t Σ_i v_ti (‖p̂_ti − p_ti‖² / σ_p² + θ(R̂_ti, R_ti)² / σ_r²)    data (θ: plates only)
+      + Σ_t w_prior · NLL_GMM(θ_body,t) + w_l2 · ‖θ_body,t‖²               pose prior
+      + Σ_t Σ_i ‖Δ² p̂_ti · fps²‖² / σ_a²                                   smoothness
+      + w_β ‖β‖²                                                           shape prior
 
 p̂, R̂ are the plate frames of the posed body (sparse skinning of the marker vertices and their
 one-rings, then :func:`rbmcap.markers.plates.plate_frames`), p, R the observations, v the
@@ -37,8 +37,9 @@ class WindowObservations:
 
 
 def compose_rotmats(omega: torch.Tensor, root_base: torch.Tensor, body_pose: torch.Tensor):
-    """Local rotations (T, 24, 3, 3): global exp(ω)·R_base (a correction of the start, so the
-    global orientation never meets the axis-angle singularity at π) and body axis-angle (T, 23, 3)."""
+    """Local rotations (T, 24, 3, 3) from the global exp(ω)·R_base and the body axis-angle
+    (T, 23, 3). The global orientation is a correction ω (T, 3) of the start R_base (T, 3, 3), so
+    it never meets the axis-angle singularity at π."""
     root = roma.rotvec_to_rotmat(omega) @ root_base
     return torch.cat([root[:, None], roma.rotvec_to_rotmat(body_pose)], dim=1)
 

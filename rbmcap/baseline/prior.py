@@ -81,9 +81,13 @@ class GaussianMixturePrior:
         """A copy on ``device`` in ``dtype``."""
         kw = {"device": device, "dtype": dtype or self.means.dtype}
         return GaussianMixturePrior(
-            self.weights.to(**kw), self.means.to(**kw), self.covariances.to(**kw),
-            self.joints, self.num_samples, self.log_likelihood,
-        )  # fmt: skip
+            self.weights.to(**kw),
+            self.means.to(**kw),
+            self.covariances.to(**kw),
+            self.joints,
+            self.num_samples,
+            self.log_likelihood,
+        )
 
     def flatten(self, pose: torch.Tensor) -> torch.Tensor:
         """Poses in any accepted form → (..., D) prior vectors.
@@ -162,8 +166,10 @@ def load_pose_prior(path: str | Path, dtype: torch.dtype = torch.float32) -> Gau
     rep = str(data.get("representation", "axis_angle"))
     version = int(data.get("format_version", FORMAT_VERSION))
     if rep != "axis_angle" or version > FORMAT_VERSION:
-        raise FormatError(f"{path}: pose prior of representation {rep!r}, version {version}; "
-                          f"this rbmcap reads axis_angle version ≤ {FORMAT_VERSION}")  # fmt: skip
+        raise FormatError(
+            f"{path}: pose prior of representation {rep!r}, version {version}; "
+            f"this rbmcap reads axis_angle version ≤ {FORMAT_VERSION}"
+        )
     return GaussianMixturePrior(
         weights=torch.as_tensor(data["weights"], dtype=dtype),
         means=torch.as_tensor(data["means"], dtype=dtype),

@@ -20,8 +20,12 @@ def rigid_pairs(joints) -> list[tuple[int, int]]:
     """Pairs of ``joints`` whose distance is pose-independent: parent–child and siblings."""
     js = sorted(set(joints))
     pairs = [(SMPL_PARENTS[c], c) for c in js if SMPL_PARENTS[c] in js]
-    pairs += [(a, b) for i, a in enumerate(js) for b in js[i + 1 :]
-              if a > 0 and SMPL_PARENTS[a] == SMPL_PARENTS[b]]  # fmt: skip
+    pairs += [
+        (a, b)
+        for i, a in enumerate(js)
+        for b in js[i + 1 :]
+        if a > 0 and SMPL_PARENTS[a] == SMPL_PARENTS[b]
+    ]
     return pairs
 
 
@@ -55,22 +59,24 @@ def bone_length_betas(
         with torch.no_grad():
             rest_pos, rest_rot = rest_markers(body, topology, betas)
             rest_joints = body.rest_joints(betas).to(dt)
-            _, has, jpos = segment_estimates(dominant, pos, rot, valid, rest_pos, rest_rot,
-                                             rest_joints)  # fmt: skip
+            _, has, jpos = segment_estimates(
+                dominant, pos, rot, valid, rest_pos, rest_rot, rest_joints
+            )
         pairs = [(a, b) for a, b in rigid_pairs(jpos) if bool((has[a] & has[b]).any())]
         if len(pairs) < 2:
             return None
-        target = torch.stack([
-            (jpos[a] - jpos[b]).norm(dim=-1)[has[a] & has[b]].median() for a, b in pairs
-        ])  # fmt: skip
+        target = torch.stack(
+            [(jpos[a] - jpos[b]).norm(dim=-1)[has[a] & has[b]].median() for a, b in pairs]
+        )
         # Gauss-Newton on L(β) = ‖J_a(β) − J_b(β)‖, linearised at the current betas.
         for _ in range(5):
             joints0 = body.rest_joints(betas).to(dt)
             d = torch.stack([joints0[a] - joints0[b] for a, b in pairs])
             length = d.norm(dim=-1)
             u = d / length[:, None]
-            jac = torch.stack([u[k] @ (shapedirs[a] - shapedirs[b]) for k, (a, b) in
-                               enumerate(pairs)])  # fmt: skip
+            jac = torch.stack(
+                [u[k] @ (shapedirs[a] - shapedirs[b]) for k, (a, b) in enumerate(pairs)]
+            )
             lhs = jac.T @ jac + ridge * torch.eye(len(betas), dtype=dt, device=dev)
             rhs = jac.T @ (target - length) - ridge * betas
             betas = betas + torch.linalg.solve(lhs, rhs)

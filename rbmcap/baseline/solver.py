@@ -152,8 +152,9 @@ class Solver:
         checkpoints = sorted({c for c in cfg.record if c <= iters} | {iters})
         results: list[_WindowResult] = []
         for a, b in windows:
-            obs = WindowObservations(pos_t[a:b], rot_t[a:b] if rot_t is not None else None,
-                                     valid_t[a:b], float(fps))  # fmt: skip
+            obs = WindowObservations(
+                pos_t[a:b], rot_t[a:b] if rot_t is not None else None, valid_t[a:b], float(fps)
+            )
             prev = results[-1] if results else None
             self._sync()
             t1 = time.perf_counter()
@@ -162,8 +163,14 @@ class Solver:
             self._sync()
             setup += time.perf_counter() - t1
             results.append(
-                self._optimise(obs, start, len(windows) == 1, checkpoints,
-                               None if truth is None else truth[a:b], context)  # fmt: skip
+                self._optimise(
+                    obs,
+                    start,
+                    len(windows) == 1,
+                    checkpoints,
+                    None if truth is None else truth[a:b],
+                    context,
+                )
             )
         return self._assemble(results, checkpoints, setup, shape_evals, truth is not None)
 
@@ -209,9 +216,15 @@ class Solver:
             rotmats = prev.rotmats[-1:].expand(b - a, 24, 3, 3).clone()
         else:
             rotmats = kinematic_rotations(
-                self.body, self.topology, self.dominant, obs.pos, obs.rot, obs.valid, betas,
+                self.body,
+                self.topology,
+                self.dominant,
+                obs.pos,
+                obs.rot,
+                obs.valid,
+                betas,
                 mode=self.config.schedule.init,
-            )  # fmt: skip
+            )
         if given.get("trans") is not None:
             trans = given["trans"][sl]
         else:
@@ -248,9 +261,15 @@ class Solver:
 
         o = cfg.optimiser
         if o.name == "lbfgs":
-            opt = torch.optim.LBFGS(params, lr=o.lr, max_iter=1, history_size=o.history,
-                                    line_search_fn="strong_wolfe", tolerance_grad=0.0,
-                                    tolerance_change=0.0)  # fmt: skip
+            opt = torch.optim.LBFGS(
+                params,
+                lr=o.lr,
+                max_iter=1,
+                history_size=o.history,
+                line_search_fn="strong_wolfe",
+                tolerance_grad=0.0,
+                tolerance_change=0.0,
+            )
         else:
             opt = torch.optim.Adam(params, lr=o.lr)
         records = []
@@ -261,17 +280,21 @@ class Solver:
             t = time.perf_counter()
             while done < target and not stopped:
                 if o.name == "lbfgs":
-                    done, stopped = self._lbfgs_steps(opt, closure, target - done, done)
+                    # With a tolerance, one iteration per call, to test the decrease after each.
+                    count = 1 if o.tolerance > 0 else target - done
+                    done, stopped, loss = self._lbfgs_steps(opt, closure, count, done)
+                    if o.tolerance > 0 and not stopped:
+                        stopped = last is not None and last - loss <= o.tolerance * abs(last)
+                        last = loss
                 else:
                     loss = float(closure().detach())
                     opt.step()
                     done += 1
-                    stopped = last is not None and o.tolerance > 0 and (
-                        last - loss <= o.tolerance * abs(last))  # fmt: skip
-                    last = loss
-                if o.name == "lbfgs" and o.tolerance > 0 and not stopped:
-                    loss = float(objective().detach())
-                    stopped = last is not None and last - loss <= o.tolerance * abs(last)
+                    stopped = (
+                        last is not None
+                        and o.tolerance > 0
+                        and (last - loss <= o.tolerance * abs(last))
+                    )
                     last = loss
             self._sync()
             elapsed += time.perf_counter() - t
@@ -286,21 +309,23 @@ class Solver:
         with torch.no_grad():
             rotmats = compose_rotmats(omega, root_base, body_pose).detach()
             pred_pos, _ = predict_markers(self.body, self.topology, rotmats, betas, trans)
-        return _WindowResult(rotmats, trans.detach(), betas.detach(), pred_pos.detach(), records,
-                             done, evals)  # fmt: skip
+        return _WindowResult(
+            rotmats, trans.detach(), betas.detach(), pred_pos.detach(), records, done, evals
+        )
 
     @staticmethod
-    def _lbfgs_steps(opt, closure, count: int, done: int) -> tuple[int, bool]:
-        """Run up to ``count`` L-BFGS iterations; returns (iterations done, stopped early)."""
+    def _lbfgs_steps(opt, closure, count: int, done: int) -> tuple[int, bool, float]:
+        """Run up to ``count`` L-BFGS iterations; returns (iterations done, stopped early, the
+        objective where this call started)."""
         group = opt.param_groups[0]
         group["max_iter"] = count
         group["max_eval"] = 25 * count + 1
         state = opt.state[group["params"][0]]
         before = state.get("n_iter", 0)
-        opt.step(closure)
+        start = float(opt.step(closure).detach())
         ran = state.get("n_iter", 0) - before
         # L-BFGS returns early only when it cannot move (a failed line search, zero gradient).
-        return done + ran, ran < count
+        return done + ran, ran < count, start
 
     def _assemble(self, results, checkpoints, setup, shape_evals, has_truth) -> Solution:
         num = sum(r.rotmats.shape[0] for r in results)
@@ -341,12 +366,19 @@ class Solver:
         n = len(self.markers)
         p = self._tensor(pos)
         if p.ndim != 3 or p.shape[1:] != (n, 3):
-            raise DataError(f"pos of shape {tuple(p.shape)}: expected (T, {n}, 3) for marker set "
-                            f"{self.markers.name!r}")  # fmt: skip
+            raise DataError(
+                f"pos of shape {tuple(p.shape)}: expected (T, {n}, 3) for marker set "
+                f"{self.markers.name!r}"
+            )
         if p.shape[0] == 0:
             raise DataError("no frames to solve")
-        v = (torch.ones(p.shape[:2], dtype=torch.bool, device=self.device) if valid is None
-             else valid if torch.is_tensor(valid) else torch.from_numpy(np.array(valid)))  # fmt: skip
+        v = (
+            torch.ones(p.shape[:2], dtype=torch.bool, device=self.device)
+            if valid is None
+            else valid
+            if torch.is_tensor(valid)
+            else torch.from_numpy(np.array(valid))
+        )
         v = v.to(self.device, torch.bool)
         if v.shape != p.shape[:2]:
             raise DataError(f"valid of shape {tuple(v.shape)}, expected {tuple(p.shape[:2])}")
@@ -373,8 +405,10 @@ class Solver:
             if p.shape == (num, 24, 3):
                 p = roma.rotvec_to_rotmat(p)
             if p.shape != (num, 24, 3, 3):
-                raise DataError(f"init poses of shape {tuple(p.shape)}: expected ({num}, 24, 3) "
-                                f"or ({num}, 24, 3, 3)")  # fmt: skip
+                raise DataError(
+                    f"init poses of shape {tuple(p.shape)}: expected ({num}, 24, 3) "
+                    f"or ({num}, 24, 3, 3)"
+                )
             out["poses"] = roma.special_procrustes(p)
         if init.get("trans") is not None:
             t = self._tensor(init["trans"])

@@ -34,8 +34,14 @@ def run(quick: bool = False, device: str = "cpu") -> dict:
     solver = Solver(body, "rbm14", config, prior=prior, device=device)
     best = None
     for _ in range(1 if quick else 2):
-        sol = solver.solve(obs.pos, obs.rot, obs.valid, fps=motion.fps, truth_joints=obs.joints,
-                           iterations=iterations)  # fmt: skip
+        sol = solver.solve(
+            obs.pos,
+            obs.rot,
+            obs.valid,
+            fps=motion.fps,
+            truth_joints=obs.joints,
+            iterations=iterations,
+        )
         if best is None or sol.seconds < best.seconds:
             best = sol
     rec = best.record

@@ -28,8 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--out", required=True, help="output .npz")
     f.add_argument("--components", type=int, default=8, help="mixture components (default 8)")
     f.add_argument("--seed", type=int, default=0, help="seed of subsampling and initialisation")
-    f.add_argument("--max-samples", type=int, default=20000,
-                   help="poses used at most, spread over the split (default 20000)")
+    f.add_argument(
+        "--max-samples",
+        type=int,
+        default=20000,
+        help="poses used at most, spread over the split (default 20000)",
+    )
     f.set_defaults(func=_fit_prior)
 
 

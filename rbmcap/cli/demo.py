@@ -17,6 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the main job on the embedded default (no downloads)")
     p.add_argument("--out", type=Path, default=Path("outputs/demo"), help="output folder")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval-frames", type=int, default=300, help="test frames to evaluate")
     p.set_defaults(func=_run)
 
 
@@ -85,9 +86,35 @@ def _run(args: argparse.Namespace) -> int:
     print(f"   checkpoint: {result['best_checkpoint']}")
     summary["train"] = result
 
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    print(f"\nDone. Outputs in {out}/ (summary.json, body.png, train/).")
+    t = _step("5. evaluate on the held-out test split: network vs optimisation vs hybrid")
+    from rbmcap.evaluation import EvalOptions, evaluate
+    from rbmcap.evaluation.report import write_report
+
+    data = Path(result["data_path"])
+    metrics = write_report(
+        evaluate(EvalOptions(ckpt=result["best_checkpoint"], data=data, split="test",
+                             baseline=True, hybrid=True, max_frames=args.eval_frames)),
+        out / "eval",
+    )  # fmt: skip
+    print(_table(metrics))
+    print(f"   full report: {out / 'eval' / 'report.md'} ({time.perf_counter() - t:.0f} s)")
+    summary["eval"] = {k: m["metrics"] for k, m in metrics["methods"].items()}
+
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+    print(f"\nDone. Outputs in {out}/ (summary.json, body.png, train/, eval/report.md).")
     return 0
+
+
+def _table(metrics: dict) -> str:
+    rows = [f"   {'method':44s} {'MPJPE mm':>9s} {'PA-MPJPE':>9s} {'joint deg':>9s} "
+            f"{'ms/frame':>9s} {'x network':>9s}"]  # fmt: skip
+    for m in metrics["methods"].values():
+        a = m["metrics"]
+        label = m["label"] + (f", {m['iterations']} it." if m["iterations"] is not None else "")
+        rows.append(f"   {label:44s} {a['mpjpe_mm']:9.1f} {a['pa_mpjpe_mm']:9.1f} "
+                    f"{a['joint_rotation_deg']:9.1f} {a['ms_per_frame']:9.2f} "
+                    f"{m['time_ratio_to_network']:9.1f}")  # fmt: skip
+    return "\n".join(rows)
 
 
 def _train(out: Path, seed: int) -> dict:

@@ -4,21 +4,21 @@ The functions return SI units (metres, radians, m/s, m/s³) per frame, with any 
 dimensions; :func:`evaluate_sequence` converts to the units reports use (mm, degrees, mm/s) and
 names every value with its unit (``mpjpe_mm``, ``joint_rotation_deg``, ...).
 
-=====================  ==============================================================  =========
-metric                 definition                                                      function
-=====================  ==============================================================  =========
-MPJPE                  mean joint distance, no alignment                               :func:`mpjpe`
-root-aligned MPJPE     MPJPE after subtracting each skeleton's root (pelvis) joint     :func:`root_aligned_mpjpe`
-PA-MPJPE               MPJPE after per-frame rigid Procrustes (rotation+translation)   :func:`pa_mpjpe`
-joint rotation error   mean geodesic angle of the local rotations of joints 1..23      :func:`joint_angle_error`
-global orientation     geodesic angle of joint 0's rotation                            :func:`global_orientation_error`
-legacy MPJRE           mean |Δ| of axis-angle components (wrapped), root excluded      :func:`legacy_mpjre`
-V2V                    mean vertex distance over the whole mesh, no alignment          :func:`v2v`
-MPJVE                  mean norm of the joint velocity error                           :func:`mpjve`
-jitter                 mean norm of the third finite difference × fps³                 :func:`jitter`
-region errors          MPJPE over the joints of each region of :data:`JOINT_REGIONS`   :func:`region_errors`
-betas error            mean absolute difference of the shape coefficients              :func:`betas_error`
-=====================  ==============================================================  =========
+Every function, with its definition (details and units in its docstring):
+
+- :func:`mpjpe`: mean joint distance, no alignment.
+- :func:`root_aligned_mpjpe`: MPJPE after subtracting each skeleton's root (pelvis) joint.
+- :func:`pa_mpjpe`: MPJPE after a per-frame rigid Procrustes alignment (rotation and
+  translation, no scale).
+- :func:`joint_angle_error`: mean geodesic angle of the local rotations of joints 1..23;
+  :func:`global_orientation_error`: the same for joint 0, reported separately.
+- :func:`legacy_mpjre`: mean absolute difference of axis-angle components (each wrapped into
+  [−π, π]), root excluded, as in the sparse-tracker papers.
+- :func:`v2v`: mean vertex distance over the whole mesh, no alignment.
+- :func:`mpjve`: mean norm of the joint velocity error (first differences × fps).
+- :func:`jitter`: mean norm of the third finite difference × fps³.
+- :func:`region_errors`: MPJPE over each region of :data:`JOINT_REGIONS`.
+- :func:`betas_error`: mean absolute difference of the shape coefficients.
 """
 
 from rbmcap.metrics.positions import (

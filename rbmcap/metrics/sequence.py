@@ -148,16 +148,19 @@ def _params(body, seq: Mapping, label: str):
     elif poses.ndim == 3 and poses.shape[1:] == (24, 3):
         rot, aa = roma.rotvec_to_rotmat(poses), poses
     else:
-        raise DataError(f"{label}: poses of shape {tuple(poses.shape)}, expected (T, 24, 3) "
-                        f"or (T, 24, 3, 3)")  # fmt: skip
+        raise DataError(
+            f"{label}: poses of shape {tuple(poses.shape)}, expected (T, 24, 3) or (T, 24, 3, 3)"
+        )
     num = poses.shape[0]
     betas = _tensor(seq.get("betas"), ref, (body.num_betas,))
     betas = betas[..., : body.num_betas]
     betas = betas.expand(num, betas.shape[-1]) if betas.ndim == 1 else betas
     trans = _tensor(seq.get("trans"), ref, (num, 3))
     if betas.shape[0] != num or trans.shape != (num, 3):
-        raise DataError(f"{label}: betas {tuple(betas.shape)} / trans {tuple(trans.shape)} do "
-                        f"not match {num} frames")  # fmt: skip
+        raise DataError(
+            f"{label}: betas {tuple(betas.shape)} / trans {tuple(trans.shape)} do "
+            f"not match {num} frames"
+        )
     return rot, aa, betas, trans
 
 

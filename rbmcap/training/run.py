@@ -160,6 +160,7 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
         },
         "epochs": trainer.current_epoch,
         "output_dir": str(output_dir),
+        "data_path": str(data_path),
     }
     log.info("best validation MPJPE %.1f mm: %s", result["best_val_mpjpe_mm"] or float("nan"),
              result["best_checkpoint"])  # fmt: skip

@@ -200,10 +200,10 @@ def test_windows_with_warm_start_and_a_shape_stage(standin, walk):
 
 def test_a_relative_tolerance_stops_early(standin, walk):
     obs = _observe(standin, walk, "rbm14")
-    config = load_solver_config("default", {"optimiser.tolerance": 1e-3})
-    sol = Solver(standin, "rbm14", config).solve(obs.pos, obs.rot, obs.valid, iterations=1000)
-    assert sol.iterations < 1000
-    assert sol.record.iterations[-1] == 1000  # the record still reaches the asked count
+    config = load_solver_config("default", {"optimiser.tolerance": 1e-2})
+    sol = Solver(standin, "rbm14", config).solve(obs.pos, obs.rot, obs.valid, iterations=300)
+    assert sol.iterations < 100
+    assert sol.record.iterations[-1] == 300  # the record still reaches the asked count
     assert sol.record.objective[-1] == sol.record.objective[-2]
 
 

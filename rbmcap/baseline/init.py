@@ -3,10 +3,13 @@
 ``kinematic``: a plate (or a cluster of ≥ 3 point markers) sits on one segment, where one joint's
 skinning weight dominates, so it moves rigidly with that joint: the joint's global rotation is
 ≈ R_obs · R_restᵀ (a plate) or the Kabsch rotation of the markers' rest positions onto their
-observed ones (points). Local rotations follow down the tree; a joint with no estimate keeps its
-parent's orientation (identity local rotation), a frame where a joint's markers are all occluded
-takes the joint's local rotation from the nearest frame that has one. ``rest``: the rest pose,
-rigidly aligned to all markers. Translation then comes from the mean marker residual.
+observed ones (points), and its position follows from the markers' rest offsets. Without pelvis
+markers, the pelvis is aligned to the hip and spine joint positions the other markers give. Local
+rotations follow down the tree; a joint without markers is swung to point its bone at a child
+whose position is known (e.g. a thigh carrying a single point marker, towards the knee), else
+keeps its parent's orientation; a frame where a joint's markers are all occluded takes the
+joint's local rotation from the nearest frame that has one. ``rest``: the rest pose, rigidly
+aligned to all markers. Translation then comes from the mean marker residual.
 """
 
 from __future__ import annotations

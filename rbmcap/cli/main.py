@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"rbmcap: error: {exc.filename or exc}: no such file", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
+        sys.stderr.close()
+        return 141
     except KeyboardInterrupt:
         print("rbmcap: interrupted", file=sys.stderr)
         return 130

@@ -46,8 +46,13 @@ def discover_jobs(motions: str | Path, split_lists: str | Path | None = None) ->
     root = Path(motions)
     if root.is_file():
         return [MotionJob(path=root, source=root.name, split="train")]
-    if split_lists is None and any((root / f"{s}.txt").is_file() for s in SPLITS):
-        split_lists = root
+    if split_lists is None:
+        # split lists beside the motions (an AMASS-like root, or its splits/ folder, which
+        # `rbmcap motion procedural` writes) take precedence over AMASS's recommended split
+        for folder in (root, root / "splits"):
+            if any((folder / f"{s}.txt").is_file() for s in SPLITS):
+                split_lists = folder
+                break
     entries = discover(root, split_lists)
     jobs = [MotionJob(e.path, e.relpath, e.split) for e in entries if e.split is not None]
     return sorted(jobs, key=lambda j: j.order)

@@ -141,7 +141,7 @@ def _params(body, seq: Mapping, label: str):
     poses = seq.get("rotmats") if seq.get("poses") is None else seq.get("poses")
     if poses is None:
         raise DataError(f"{label}: needs 'poses' (axis-angle or rotation matrices)")
-    poses = torch.as_tensor(np.asarray(poses) if not torch.is_tensor(poses) else poses)
+    poses = poses if torch.is_tensor(poses) else torch.from_numpy(np.array(poses))
     poses = poses.to(device=ref.device, dtype=ref.dtype)
     if poses.ndim == 4 and poses.shape[1:] == (24, 3, 3):
         rot, aa = poses, roma.rotmat_to_rotvec(poses)
@@ -167,7 +167,7 @@ def _params(body, seq: Mapping, label: str):
 def _tensor(x, ref: torch.Tensor, default_shape: tuple[int, ...]) -> torch.Tensor:
     if x is None:
         return torch.zeros(default_shape, dtype=ref.dtype, device=ref.device)
-    t = x if torch.is_tensor(x) else torch.as_tensor(np.asarray(x))
+    t = x if torch.is_tensor(x) else torch.from_numpy(np.array(x))
     return t.to(device=ref.device, dtype=ref.dtype)
 
 

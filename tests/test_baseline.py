@@ -20,6 +20,16 @@ from rbmcap.errors import ConfigError, DataError, FormatError
 FRAMES = 30
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Solver tests run single-threaded: their tensors are small, and on a busy machine
+    intra-op threads fighting other processes make them ~10× slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def walk(standin):
     """30 frames of a procedural walk: poses, trans, betas, fps."""
@@ -233,7 +243,8 @@ def test_configuration_files_and_overrides():
     default = load_solver_config("default")
     assert default == load_solver_config("default", {})  # the file mirrors the dataclasses
     hybrid = load_solver_config("hybrid")
-    assert hybrid.optimiser.iterations < default.optimiser.iterations
+    assert hybrid.optimiser.iterations * 5 <= default.optimiser.iterations
+    assert load_solver_config("points").optimiser.iterations > default.optimiser.iterations
     cfg = default.merged({"optimiser.iterations": 7, "weights": {"prior": 0.5}})
     assert cfg.optimiser.iterations == 7 and cfg.weights.prior == 0.5
     with pytest.raises(ConfigError, match="unknown"):

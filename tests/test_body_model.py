@@ -155,3 +155,13 @@ def test_out_of_range_vertex_ids_are_refused(standin):
 def test_bad_pose_shape_is_refused(standin):
     with pytest.raises(RBMCapError, match="expected"):
         standin(torch.zeros(23, 3))
+
+
+def test_sparse_skinning_cache_built_under_inference_mode_still_allows_gradients(tmp_path):
+    body = load_body_model("standin")
+    ids = [5, 50, 500]
+    with torch.inference_mode():
+        body.skin_vertices(ids, torch.zeros(2, 24, 3))
+    poses = torch.zeros(2, 24, 3, requires_grad=True)
+    body.skin_vertices(ids, poses).sum().backward()
+    assert poses.grad is not None and torch.isfinite(poses.grad).all()

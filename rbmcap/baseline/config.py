@@ -1,4 +1,5 @@
-"""Solver configuration: YAML under ``conf/baseline/`` (``default``, ``hybrid``, or a path).
+"""Solver configuration: YAML under ``conf/baseline/`` (``default``, ``hybrid``, ``points``, or a
+path).
 
 A file sets any subset of the keys of ``conf/baseline/default.yaml``; the rest keep their
 defaults. Unknown keys and out-of-range values raise :class:`rbmcap.errors.ConfigError`.
@@ -144,7 +145,7 @@ def available_configs() -> list[str]:
 def load_solver_config(
     name_or_path: str | Path = "default", overrides: dict[str, Any] | None = None
 ) -> SolverConfig:
-    """Load a solver configuration by name (``default``, ``hybrid``) or YAML path.
+    """Load a solver configuration by name (``default``, ``hybrid``, ``points``) or YAML path.
 
     Keys the file does not set keep the dataclass defaults (which ``default.yaml`` mirrors).
     ``overrides`` (nested or dotted keys) are applied last.

@@ -86,7 +86,6 @@ class Solver:
         ref = body.v_template
         if ref.device != self.device or ref.dtype != self.dtype:
             body = copy.deepcopy(body).to(device=self.device, dtype=self.dtype)
-        _drop_inference_caches(body)
         self.body = body
         self.markers = markers if isinstance(markers, MarkerSet) else load_marker_set(markers)
         if isinstance(prior, str | Path):
@@ -431,15 +430,3 @@ def _no_smoothing(weights):
     from dataclasses import replace
 
     return replace(weights, accel_sigma=0.0)
-
-
-def _drop_inference_caches(body) -> None:
-    """Forget sparse-skinning caches built under ``torch.inference_mode`` (e.g. by the
-    synthesiser on the same body): autograd cannot save inference tensors for backward."""
-    cache = getattr(body, "_sparse_cache", None)
-    if not isinstance(cache, dict):
-        return
-    for key, entry in list(cache.items()):
-        tensors = [v for v in vars(entry).values() if torch.is_tensor(v)]
-        if any(t.is_inference() for t in tensors):
-            del cache[key]

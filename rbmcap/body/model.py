@@ -269,13 +269,20 @@ class BodyModel(torch.nn.Module):
         cached = self._sparse_cache.get(key)
         if cached is None:
             self._check_vertex_ids(ids)
+            cached = self._sparse_cache[key] = self._build_sparse(ids)
+        return cached
+
+    def _build_sparse(self, ids: np.ndarray) -> _SparseSubset:
+        # Normal tensors even when first asked for under torch.inference_mode (synthesis): the
+        # cache is shared with later autograd users (solvers, losses).
+        with torch.inference_mode(False), torch.no_grad():
             m = self.smplx_model
             idx = torch.as_tensor(ids, device=self.faces.device)
             posedirs = self._posedirs_v[idx]
             cols = torch.nonzero(posedirs.abs().amax(dim=(0, 1)) > 0).flatten()
             weights = m.lbs_weights[idx]
             joints = torch.nonzero(weights.abs().amax(dim=0) > 0).flatten()
-            cached = _SparseSubset(
+            return _SparseSubset(
                 template=m.v_template[idx],
                 shapedirs=m.shapedirs[idx],
                 posedirs=posedirs[..., cols],
@@ -283,8 +290,6 @@ class BodyModel(torch.nn.Module):
                 weights=weights[:, joints],
                 joints=joints,
             )
-            self._sparse_cache[key] = cached
-        return cached
 
     # ------------------------------------------------------------------------------ helpers
     def _tensor(self, x) -> torch.Tensor:

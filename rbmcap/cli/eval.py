@@ -22,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="pose prior .npz (default: fitted on the data's train split)")
     p.add_argument("--solver-config", default="default", help="conf/baseline name or YAML path")
     p.add_argument("--hybrid-config", default="hybrid", help="conf/baseline name or YAML path")
+    p.add_argument("--point-config", default="points", help="conf/baseline name or YAML path")
     p.add_argument("--body", default=None, help="body model path (default: the data's stand-in)")
     p.add_argument("--max-frames", type=int, default=None, help="frames to evaluate at most")
     p.add_argument("--no-vertices", action="store_true", help="skip V2V (a full mesh per frame)")
@@ -44,7 +45,7 @@ def _run(args) -> int:
         ckpt=args.ckpt, data=args.data, split=args.split, baseline=args.baseline,
         hybrid=args.hybrid, point_data=args.point_data, prior=args.prior,
         max_frames=args.max_frames, solver_config=args.solver_config,
-        hybrid_config=args.hybrid_config, device=args.device, vertices=not args.no_vertices,
+        hybrid_config=args.hybrid_config, point_config=args.point_config, device=args.device, vertices=not args.no_vertices,
         body=args.body,
     )  # fmt: skip
     metrics = write_report(evaluate(opts), args.out)

@@ -43,6 +43,7 @@ class EvalOptions:
     max_frames: int | None = None
     solver_config: str = "default"
     hybrid_config: str = "hybrid"
+    point_config: str = "points"
     device: str = "cpu"
     vertices: bool = True
     body: str | None = None
@@ -261,7 +262,7 @@ def _point_baseline(opts, body, prior, fps, network: MethodResult) -> MethodResu
     if pdata.manifest.config.get("markers", {}).get("kind") != "point":
         raise ConfigError(f"{opts.point_data}: --point-data must hold a point-marker dataset "
                           f"(e.g. moshpp53), it holds {pdata.manifest.marker_set!r}")  # fmt: skip
-    solver = Solver(body, pdata.manifest.marker_set, opts.solver_config, prior, opts.device)
+    solver = Solver(body, pdata.manifest.marker_set, opts.point_config, prior, opts.device)
     result = MethodResult("baseline_points", f"optimisation ({pdata.manifest.marker_set}, points)")
     for item in network.sequences:
         name, frames = item["sequence"], item["frames"]

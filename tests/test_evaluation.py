@@ -7,10 +7,10 @@ import json
 
 import lightning as L
 import pytest
+from test_training import _module
 
 from rbmcap.cli.main import main
 from rbmcap.training.data import RBMDataModule
-from test_training import _module
 
 
 @pytest.fixture(scope="module")

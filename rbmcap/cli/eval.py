@@ -15,11 +15,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default="test")
     p.add_argument("--baseline", action="store_true", help="also run the 6-DoF optimisation")
     p.add_argument("--hybrid", action="store_true", help="also run network + optimisation")
-    p.add_argument("--point-data", type=Path, default=None,
-                   help="a point-marker dataset (e.g. moshpp53) of the same motions: run the "
-                        "point-marker optimisation on it")  # fmt: skip
-    p.add_argument("--prior", type=Path, default=None,
-                   help="pose prior .npz (default: fitted on the data's train split)")
+    p.add_argument(
+        "--point-data",
+        type=Path,
+        default=None,
+        help="a point-marker dataset (e.g. moshpp53) of the same motions: run the "
+        "point-marker optimisation on it",
+    )
+    p.add_argument(
+        "--prior",
+        type=Path,
+        default=None,
+        help="pose prior .npz (default: fitted on the data's train split)",
+    )
     p.add_argument("--solver-config", default="default", help="conf/baseline name or YAML path")
     p.add_argument("--hybrid-config", default="hybrid", help="conf/baseline name or YAML path")
     p.add_argument("--point-config", default="points", help="conf/baseline name or YAML path")
@@ -42,12 +50,21 @@ def _run(args) -> int:
     if not args.json:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     opts = EvalOptions(
-        ckpt=args.ckpt, data=args.data, split=args.split, baseline=args.baseline,
-        hybrid=args.hybrid, point_data=args.point_data, prior=args.prior,
-        max_frames=args.max_frames, solver_config=args.solver_config,
-        hybrid_config=args.hybrid_config, point_config=args.point_config, device=args.device, vertices=not args.no_vertices,
+        ckpt=args.ckpt,
+        data=args.data,
+        split=args.split,
+        baseline=args.baseline,
+        hybrid=args.hybrid,
+        point_data=args.point_data,
+        prior=args.prior,
+        max_frames=args.max_frames,
+        solver_config=args.solver_config,
+        hybrid_config=args.hybrid_config,
+        point_config=args.point_config,
+        device=args.device,
+        vertices=not args.no_vertices,
         body=args.body,
-    )  # fmt: skip
+    )
     metrics = write_report(evaluate(opts), args.out)
     if args.json:
         print(json.dumps(metrics))

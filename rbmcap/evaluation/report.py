@@ -108,8 +108,14 @@ def _write_csv(methods, path: Path) -> None:
         w.writerow(["method", "sequence", "frames", *keys])
         for name, m in methods.items():
             for row in m.sequences:
-                w.writerow([name, row["sequence"], row["frames"],
-                            *[f"{row.get(k, float('nan')):.4g}" for k in keys]])  # fmt: skip
+                w.writerow(
+                    [
+                        name,
+                        row["sequence"],
+                        row["frames"],
+                        *[f"{row.get(k, float('nan')):.4g}" for k in keys],
+                    ]
+                )
     os.replace(tmp, path)
 
 
@@ -134,16 +140,20 @@ def _markdown(metrics, methods, averages, plots) -> str:
         ratio = a["ms_per_frame"] / net["ms_per_frame"] if net["ms_per_frame"] else float("nan")
         label = m.label + (f", {m.iterations} it." if m.iterations is not None else "")
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {ratio:.1f} |")
-    for name, m in methods.items():
+    for m in methods.values():
         if not m.convergence:
             continue
         c = m.convergence[0]
-        lines += ["", f"**Convergence of {m.label}** (MPJPE against solver iterations; "
-                      f"converged at {m.iterations} iterations):", "",
-                  "| iterations | " + " | ".join(str(i) for i in c["iterations"]) + " |",
-                  "|---|" + "---|" * len(c["iterations"]),
-                  "| MPJPE mm | " + " | ".join(_fmt(v) for v in c["mpjpe_mm"]) + " |",
-                  "| ms/frame | " + " | ".join(_fmt(v) for v in c["ms_per_frame"]) + " |"]  # fmt: skip
+        lines += [
+            "",
+            f"**Convergence of {m.label}** (MPJPE against solver iterations; "
+            f"converged at {m.iterations} iterations):",
+            "",
+            "| iterations | " + " | ".join(str(i) for i in c["iterations"]) + " |",
+            "|---|" + "---|" * len(c["iterations"]),
+            "| MPJPE mm | " + " | ".join(_fmt(v) for v in c["mpjpe_mm"]) + " |",
+            "| ms/frame | " + " | ".join(_fmt(v) for v in c["ms_per_frame"]) + " |",
+        ]
     lines += ["", "## Definitions", "", DEFINITIONS, "", "## Plots", ""]
     lines += [f"![{p.stem}]({p.name})" for p in plots]
     return "\n".join(lines) + "\n"
@@ -164,7 +174,7 @@ def _plots(methods, averages, out: Path) -> list[Path]:
     paths = []
     fig, ax = plt.subplots(figsize=(12, 4))
     width = 0.8 / len(methods)
-    for i, (name, m) in enumerate(methods.items()):
+    for i, m in enumerate(methods.values()):
         if m.per_joint_mm is not None:
             ax.bar(np.arange(24) + i * width, m.per_joint_mm, width, label=m.label)
     ax.set_xticks(np.arange(24) + 0.4 - width / 2, SMPL_JOINT_NAMES, rotation=70, fontsize=8)
@@ -174,7 +184,7 @@ def _plots(methods, averages, out: Path) -> list[Path]:
     paths.append(_save(fig, out / "per_joint_error.png"))
 
     fig, ax = plt.subplots(figsize=(10, 4))
-    for name, m in methods.items():
+    for m in methods.values():
         if m.per_frame:
             series = m.per_frame[0]["mpjpe_mm"]
             ax.plot(np.arange(len(series)) / 60.0, series, label=m.label, lw=1)
@@ -192,8 +202,14 @@ def _plots(methods, averages, out: Path) -> list[Path]:
         ax.scatter(a["ms_per_frame"], a["mpjpe_mm"], s=60, label=m.label, zorder=3)
         if m.convergence:
             c = m.convergence[0]
-            ax.plot(c["ms_per_frame"][1:], c["mpjpe_mm"][1:], "--", lw=1, alpha=0.7,
-                    label=f"{m.label}: iterations")  # fmt: skip
+            ax.plot(
+                c["ms_per_frame"][1:],
+                c["mpjpe_mm"][1:],
+                "--",
+                lw=1,
+                alpha=0.7,
+                label=f"{m.label}: iterations",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("time per frame (ms, log)")

@@ -106,13 +106,17 @@ def _record(result: MethodResult, body, name, frames, pred, seq, fps, vertices, 
 
     m = evaluate_sequence(body, pred, _truth(seq), fps, vertices=vertices)
     with torch.no_grad():
-        pj, _ = body.pose_joints(torch.as_tensor(np.asarray(pred["poses"])), torch.as_tensor(
-            np.asarray(pred["betas"])), torch.as_tensor(np.asarray(pred["trans"])))  # fmt: skip
+        pj, _ = body.pose_joints(
+            torch.as_tensor(np.asarray(pred["poses"])),
+            torch.as_tensor(np.asarray(pred["betas"])),
+            torch.as_tensor(np.asarray(pred["trans"])),
+        )
     err = 1e3 * (pj - torch.as_tensor(seq["joints"])).norm(dim=-1).sum(0).numpy()
     result.per_joint_mm = err if result.per_joint_mm is None else result.per_joint_mm + err
     result.per_frame.append(m.per_frame)
-    result.sequences.append({"sequence": name, "frames": frames, "ms_per_frame":
-                             1e3 * seconds / frames, **m.mean})  # fmt: skip
+    result.sequences.append(
+        {"sequence": name, "frames": frames, "ms_per_frame": 1e3 * seconds / frames, **m.mean}
+    )
     result.seconds += seconds
     result.frames += frames
 
@@ -133,13 +137,17 @@ def _converged_time(result: MethodResult) -> None:
     frames = sum(c["frames"] for c in result.convergence)
     total = ConvergenceRecord(
         iterations=list(iters),
-        evaluations=[sum(c["evaluations"][k] for c in result.convergence) for k in range(len(iters))],
+        evaluations=[
+            sum(c["evaluations"][k] for c in result.convergence) for k in range(len(iters))
+        ],
         objective=[sum(c["objective"][k] for c in result.convergence) for k in range(len(iters))],
         seconds=[sum(c["seconds"][k] for c in result.convergence) for k in range(len(iters))],
-        mpjpe_mm=[sum(c["mpjpe_mm"][k] * c["frames"] for c in result.convergence) / frames
-                  for k in range(len(iters))],
+        mpjpe_mm=[
+            sum(c["mpjpe_mm"][k] * c["frames"] for c in result.convergence) / frames
+            for k in range(len(iters))
+        ],
         frames=frames,
-    )  # fmt: skip
+    )
     k = total.iterations.index(total.converged_at())
     result.iterations = total.iterations[k]
     result.converged_ms_per_frame = total.ms_per_frame[k]
@@ -162,17 +170,22 @@ def evaluate(opts: EvalOptions) -> dict:
         )
     body = _body(data, opts.body)
     if body.identity != predictor.body_id:
-        log.warning("checkpoint body %s differs from the data's %s", predictor.body_id, body.identity)
+        log.warning(
+            "checkpoint body %s differs from the data's %s", predictor.body_id, body.identity
+        )
     fps = float(data.manifest.config.get("fps", 60.0))
     methods: dict[str, MethodResult] = {
-        "network": MethodResult("network", f"network ({predictor.model.hparams['network']['name']}, "
-                                f"{data.manifest.marker_set})")  # fmt: skip
+        "network": MethodResult(
+            "network",
+            f"network ({predictor.model.hparams['network']['name']}, {data.manifest.marker_set})",
+        )
     }
     need_solver = opts.baseline or opts.hybrid or opts.point_data is not None
     prior = _prior(opts, body) if need_solver else None
     if opts.baseline:
-        methods["baseline_6dof"] = MethodResult("baseline_6dof",
-                                                f"optimisation ({data.manifest.marker_set}, 6-DoF)")
+        methods["baseline_6dof"] = MethodResult(
+            "baseline_6dof", f"optimisation ({data.manifest.marker_set}, 6-DoF)"
+        )
     if opts.hybrid:
         methods["hybrid"] = MethodResult("hybrid", "hybrid (network + optimisation)")
     solver = hybrid_solver = None
@@ -180,7 +193,9 @@ def evaluate(opts: EvalOptions) -> dict:
         from rbmcap.baseline import Solver
 
         solver = Solver(body, data.manifest.marker_set, opts.solver_config, prior, opts.device)
-        hybrid_solver = Solver(body, data.manifest.marker_set, opts.hybrid_config, prior, opts.device)
+        hybrid_solver = Solver(
+            body, data.manifest.marker_set, opts.hybrid_config, prior, opts.device
+        )
     for name, seq, frames in _sequences(data, opts.max_frames):
         log.info("%s (%d frames)", name, frames)
         obs = (seq["rbm_pos"], seq["rbm_rot"], seq["rbm_valid"])
@@ -192,14 +207,32 @@ def evaluate(opts: EvalOptions) -> dict:
         if opts.baseline:
             sol = solver.solve(*obs, fps=fps, truth_joints=seq["joints"])
             methods["baseline_6dof"].convergence.append(sol.record.to_dict())
-            _record(methods["baseline_6dof"], body, name, frames, _numpy(sol.as_prediction()),
-                    seq, fps, opts.vertices, sol.seconds)  # fmt: skip
+            _record(
+                methods["baseline_6dof"],
+                body,
+                name,
+                frames,
+                _numpy(sol.as_prediction()),
+                seq,
+                fps,
+                opts.vertices,
+                sol.seconds,
+            )
         if opts.hybrid:
             sol = hybrid_solver.solve(*obs, fps=fps, init=net, truth_joints=seq["joints"])
             methods["hybrid"].convergence.append(sol.record.to_dict())
             # the hybrid's cost includes the network pass that starts it
-            _record(methods["hybrid"], body, name, frames, _numpy(sol.as_prediction()), seq,
-                    fps, opts.vertices, sol.seconds + dt)  # fmt: skip
+            _record(
+                methods["hybrid"],
+                body,
+                name,
+                frames,
+                _numpy(sol.as_prediction()),
+                seq,
+                fps,
+                opts.vertices,
+                sol.seconds + dt,
+            )
     if opts.point_data is not None:
         methods["baseline_points"] = _point_baseline(opts, body, prior, fps, methods["network"])
     for key in ("baseline_6dof", "baseline_points"):
@@ -211,8 +244,14 @@ def evaluate(opts: EvalOptions) -> dict:
         h.convergence = []  # its time is the full hybrid budget plus the network pass
     return {
         "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(opts).items()},
-        "dataset": {"path": str(opts.data), "split": opts.split, "marker_set": data.manifest.marker_set,
-                    "realism": data.manifest.realism, "body": body.identity, "fps": fps},  # fmt: skip
+        "dataset": {
+            "path": str(opts.data),
+            "split": opts.split,
+            "marker_set": data.manifest.marker_set,
+            "realism": data.manifest.realism,
+            "body": body.identity,
+            "fps": fps,
+        },
         "methods": {k: _finish(v) for k, v in methods.items()},
     }
 
@@ -227,7 +266,9 @@ def _body(data, spec: str | None):
         if not ident.startswith("standin"):
             raise ConfigError(f"{data.path} was made with body {ident!r}: pass --body MODEL_PATH")
         spec = "standin"
-    body = load_body_model(spec, gender=gender if gender in ("neutral", "male", "female") else "neutral")
+    body = load_body_model(
+        spec, gender=gender if gender in ("neutral", "male", "female") else "neutral"
+    )
     if body.identity != ident:
         log.warning("the data was made with body %s, evaluating with %s", ident, body.identity)
     return body
@@ -260,8 +301,10 @@ def _point_baseline(opts, body, prior, fps, network: MethodResult) -> MethodResu
 
     pdata = RBMDataset(opts.point_data, opts.split)
     if pdata.manifest.config.get("markers", {}).get("kind") != "point":
-        raise ConfigError(f"{opts.point_data}: --point-data must hold a point-marker dataset "
-                          f"(e.g. moshpp53), it holds {pdata.manifest.marker_set!r}")  # fmt: skip
+        raise ConfigError(
+            f"{opts.point_data}: --point-data must hold a point-marker dataset "
+            f"(e.g. moshpp53), it holds {pdata.manifest.marker_set!r}"
+        )
     solver = Solver(body, pdata.manifest.marker_set, opts.point_config, prior, opts.device)
     result = MethodResult("baseline_points", f"optimisation ({pdata.manifest.marker_set}, points)")
     for item in network.sequences:
@@ -270,8 +313,19 @@ def _point_baseline(opts, body, prior, fps, network: MethodResult) -> MethodResu
             seq = {k: np.asarray(v)[:frames] for k, v in pdata.sequence(name).items()}
         except DataError as exc:
             raise DataError(f"{opts.point_data}: {exc} (it must hold the same motions)") from exc
-        sol = solver.solve(seq["rbm_pos"], None, seq["rbm_valid"], fps=fps, truth_joints=seq["joints"])
+        sol = solver.solve(
+            seq["rbm_pos"], None, seq["rbm_valid"], fps=fps, truth_joints=seq["joints"]
+        )
         result.convergence.append(sol.record.to_dict())
-        _record(result, body, name, frames, _numpy(sol.as_prediction()), seq, fps, opts.vertices,
-                sol.seconds)  # fmt: skip
+        _record(
+            result,
+            body,
+            name,
+            frames,
+            _numpy(sol.as_prediction()),
+            seq,
+            fps,
+            opts.vertices,
+            sol.seconds,
+        )
     return result

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import sys
 
@@ -24,8 +23,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for area in AREAS:
-        if importlib.util.find_spec(f"rbmcap.cli.{area}") is None:
-            continue
         module = importlib.import_module(f"rbmcap.cli.{area}")
         module.register(sub)
     return parser

@@ -64,9 +64,10 @@ class Predictor:
         return cls(model, device=device, **kwargs)
 
     def _check(self, pos, rot, valid):
-        pos = torch.as_tensor(np.asarray(pos), dtype=torch.float32)
-        rot = torch.as_tensor(np.asarray(rot), dtype=torch.float32)
-        valid = torch.as_tensor(np.asarray(valid), dtype=torch.bool)
+        # copies: inputs are often read-only memory maps
+        pos = torch.from_numpy(np.array(pos, dtype=np.float32))
+        rot = torch.from_numpy(np.array(rot, dtype=np.float32))
+        valid = torch.from_numpy(np.array(valid, dtype=bool))
         t, n = pos.shape[:2]
         if (
             pos.shape != (t, self.num_markers, 3)

@@ -199,7 +199,7 @@ def _plots(methods, averages, out: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(7, 5))
     for name, m in methods.items():
         a = averages[name]
-        ax.scatter(a["ms_per_frame"], a["mpjpe_mm"], s=60, label=m.label, zorder=3)
+        dot = ax.scatter(a["ms_per_frame"], a["mpjpe_mm"], s=60, label=m.label, zorder=3)
         if m.convergence:
             c = m.convergence[0]
             ax.plot(
@@ -208,6 +208,7 @@ def _plots(methods, averages, out: Path) -> list[Path]:
                 "--",
                 lw=1,
                 alpha=0.7,
+                color=dot.get_facecolor()[0],
                 label=f"{m.label}: iterations",
             )
     ax.set_xscale("log")

@@ -10,6 +10,8 @@ initialisation; the convergence curve (MPJPE and ms/frame against iterations) co
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
@@ -46,6 +48,13 @@ def run(quick: bool = False, device: str = "cpu") -> dict:
             best = sol
     rec = best.record
     k = rec.iterations.index(rec.converged_at("mpjpe_mm"))
+    # the default network on the same frames, in the same process (weights do not change cost)
+    from rbmcap.bench.infer import network_predictor
+
+    predictor = network_predictor()
+    predictor.predict(obs.pos, obs.rot, obs.valid)  # warm-up
+    net_s = min(_timed(lambda: predictor.predict(obs.pos, obs.rot, obs.valid)) for _ in range(3))
+    net_ms = 1e3 * net_s / best.frames
     return {
         "model": body.identity,
         "markers": "rbm14",
@@ -62,9 +71,17 @@ def run(quick: bool = False, device: str = "cpu") -> dict:
         "converged_iterations": rec.iterations[k],
         "converged_ms_per_frame": rec.ms_per_frame[k],
         "converged_mpjpe_mm": rec.mpjpe_mm[k],
+        "network_ms_per_frame": net_ms,
+        "solver_to_network_time_ratio": rec.ms_per_frame[k] / net_ms,
         "curve": {
             "iterations": rec.iterations,
             "mpjpe_mm": rec.mpjpe_mm,
             "ms_per_frame": rec.ms_per_frame,
         },
     }
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start

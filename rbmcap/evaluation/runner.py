@@ -111,7 +111,7 @@ def _record(result: MethodResult, body, name, frames, pred, seq, fps, vertices, 
             torch.as_tensor(np.asarray(pred["betas"])),
             torch.as_tensor(np.asarray(pred["trans"])),
         )
-    err = 1e3 * (pj - torch.as_tensor(seq["joints"])).norm(dim=-1).sum(0).numpy()
+    err = 1e3 * (pj - torch.from_numpy(np.array(seq["joints"]))).norm(dim=-1).sum(0).numpy()
     result.per_joint_mm = err if result.per_joint_mm is None else result.per_joint_mm + err
     result.per_frame.append(m.per_frame)
     result.sequences.append(

@@ -71,9 +71,12 @@ def render_meshes(
     n = len(meshes)
     views = list(views or ["front"] * n)
     fig, axes = plt.subplots(1, n, figsize=(size * n, size * 1.25), squeeze=False)
-    for i, ((verts, faces), ax) in enumerate(zip(meshes, axes[0])):
-        lo, hi = draw_mesh(ax, verts, faces, views[i])
-        centre, half = (lo + hi) / 2, (hi - lo).max() / 2 * 1.05
+    bounds = [draw_mesh(ax, v, f, views[i]) for i, ((v, f), ax) in enumerate(zip(meshes, axes[0]))]
+    # one scale for every panel, so differences in size between the meshes stay visible
+    half = max((hi - lo).max() for lo, hi in bounds) / 2 * 1.05
+    for i, ax in enumerate(axes[0]):
+        lo, hi = bounds[i]
+        centre = (lo + hi) / 2
         ax.set_xlim(centre[0] - half, centre[0] + half)
         ax.set_ylim(centre[1] - half, centre[1] + half)
         ax.set_aspect("equal")

@@ -121,6 +121,14 @@ def _record(result: MethodResult, body, name, frames, pred, seq, fps, vertices, 
     result.frames += frames
 
 
+def _record_solution(result, body, name, frames, sol, seq, fps, vertices, extra_seconds=0.0):
+    """Record a solver's answer and its convergence; ``extra_seconds`` is added to its time
+    (the hybrid's network pass)."""
+    result.convergence.append(sol.record.to_dict())
+    pred = {k: v.detach().cpu().numpy() for k, v in sol.as_prediction().items()}
+    _record(result, body, name, frames, pred, seq, fps, vertices, sol.seconds + extra_seconds)
+
+
 def _finish(result: MethodResult) -> MethodResult:
     if result.per_joint_mm is not None:
         result.per_joint_mm = result.per_joint_mm / max(result.frames, 1)
@@ -206,32 +214,21 @@ def evaluate(opts: EvalOptions) -> dict:
         _record(methods["network"], body, name, frames, net, seq, fps, opts.vertices, dt)
         if opts.baseline:
             sol = solver.solve(*obs, fps=fps, truth_joints=seq["joints"])
-            methods["baseline_6dof"].convergence.append(sol.record.to_dict())
-            _record(
-                methods["baseline_6dof"],
-                body,
-                name,
-                frames,
-                _numpy(sol.as_prediction()),
-                seq,
-                fps,
-                opts.vertices,
-                sol.seconds,
+            _record_solution(
+                methods["baseline_6dof"], body, name, frames, sol, seq, fps, opts.vertices
             )
         if opts.hybrid:
             sol = hybrid_solver.solve(*obs, fps=fps, init=net, truth_joints=seq["joints"])
-            methods["hybrid"].convergence.append(sol.record.to_dict())
-            # the hybrid's cost includes the network pass that starts it
-            _record(
+            _record_solution(
                 methods["hybrid"],
                 body,
                 name,
                 frames,
-                _numpy(sol.as_prediction()),
+                sol,
                 seq,
                 fps,
                 opts.vertices,
-                sol.seconds + dt,
+                extra_seconds=dt,
             )
     if opts.point_data is not None:
         methods["baseline_points"] = _point_baseline(opts, body, prior, fps, methods["network"])
@@ -274,10 +271,6 @@ def _body(data, spec: str | None):
     return body
 
 
-def _numpy(pred: dict) -> dict:
-    return {k: v.detach().cpu().numpy() for k, v in pred.items()}
-
-
 def _prior(opts: EvalOptions, body):
     """The pose prior: a given file, else fitted on the dataset's train split (logged)."""
     from rbmcap.baseline import fit_pose_prior, load_pose_prior
@@ -316,16 +309,5 @@ def _point_baseline(opts, body, prior, fps, network: MethodResult) -> MethodResu
         sol = solver.solve(
             seq["rbm_pos"], None, seq["rbm_valid"], fps=fps, truth_joints=seq["joints"]
         )
-        result.convergence.append(sol.record.to_dict())
-        _record(
-            result,
-            body,
-            name,
-            frames,
-            _numpy(sol.as_prediction()),
-            seq,
-            fps,
-            opts.vertices,
-            sol.seconds,
-        )
+        _record_solution(result, body, name, frames, sol, seq, fps, opts.vertices)
     return result

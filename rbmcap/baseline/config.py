@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from rbmcap.configfiles import CONF_DIR as CONF_ROOT
+from rbmcap.configfiles import load_yaml_mapping, named_yaml
 from rbmcap.errors import ConfigError
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "baseline"
+CONF_DIR = CONF_ROOT / "baseline"
 OPTIMISERS = ("lbfgs", "adam")
 INITS = ("kinematic", "rest")
 
@@ -150,23 +150,8 @@ def load_solver_config(
     Keys the file does not set keep the dataclass defaults (which ``default.yaml`` mirrors).
     ``overrides`` (nested or dotted keys) are applied last.
     """
-    text = str(name_or_path)
-    path = Path(text).expanduser()
-    if not (path.suffix in (".yaml", ".yml") or path.is_file()):
-        path = CONF_DIR / f"{text}.yaml"
-        if not path.is_file():
-            raise ConfigError(
-                f"unknown baseline config {text!r}; known: "
-                f"{', '.join(available_configs())} (or a YAML path)"
-            )
-    if not path.is_file():
-        raise ConfigError(f"{path}: baseline config file not found")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping")
+    path = named_yaml(name_or_path, "baseline", "baseline config")
+    data = load_yaml_mapping(path)
     data.pop("name", None)
     cfg = _from_dict(data, str(path))
     return cfg.merged(overrides) if overrides else cfg

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rbmcap.configfiles import conf_file, load_yaml_mapping
 from rbmcap.errors import DataError, FormatError, RBMCapError
-from rbmcap.motion._config import conf_file, load_yaml_mapping
 from rbmcap.motion.smpl_motion import SMPLMotion
 
 SEQUENCE_SUFFIXES = ("_poses.npz", "_stageii.npz")

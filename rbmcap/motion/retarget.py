@@ -32,8 +32,8 @@ import roma
 import torch
 from scipy.ndimage import gaussian_filter1d
 
+from rbmcap.configfiles import CONF_DIR, load_yaml_mapping
 from rbmcap.errors import ConfigError, FormatError
-from rbmcap.motion._config import CONF_DIR, load_yaml_mapping
 from rbmcap.motion.bvh import BVH, read_bvh
 from rbmcap.motion.kinematics import FOOT_JOINTS, MotionKinematics
 from rbmcap.motion.rotations import rotation_between, rotmat_slerp_pairwise

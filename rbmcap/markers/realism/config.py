@@ -13,11 +13,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from rbmcap.configfiles import CONF_DIR, load_yaml_mapping, named_yaml
 from rbmcap.errors import ConfigError
 
-REALISM_DIR = Path(__file__).resolve().parents[3] / "conf" / "realism"
+REALISM_DIR = CONF_DIR / "realism"
 
 
 @dataclass(frozen=True)
@@ -164,21 +163,8 @@ def load_realism(name_or_path: str | Path | dict | RealismConfig) -> RealismConf
         return name_or_path
     if isinstance(name_or_path, dict):
         return RealismConfig.from_dict(name_or_path)
-    text = str(name_or_path)
-    path = Path(text).expanduser()
-    if not (path.suffix in (".yaml", ".yml") or path.is_file()):
-        path = REALISM_DIR / f"{text}.yaml"
-        if not path.is_file():
-            raise ConfigError(
-                f"unknown realism preset {text!r}; known: {', '.join(available_realism())} "
-                f"(or give a path to a YAML file)"
-            )
-    if not path.is_file():
-        raise ConfigError(f"{path}: realism file not found")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+    path = named_yaml(name_or_path, "realism", "realism preset")
+    data = load_yaml_mapping(path)
     if isinstance(data, dict):
         data.setdefault("name", path.stem)
     return RealismConfig.from_dict(data, where=str(path))

@@ -1,4 +1,5 @@
-"""Locate and read the YAML data files the motion package ships under ``conf/``."""
+"""Locate and read the YAML data files rbmcap ships under ``conf/`` (marker sets, realism presets,
+solver configs, joint limits and maps) or that users pass as paths."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import yaml
 
 from rbmcap.errors import ConfigError
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 """The repository's configuration tree (``conf/``)."""
 
 
@@ -37,3 +38,21 @@ def load_yaml_mapping(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a YAML mapping at the top level")
     return data
+
+
+def named_yaml(name_or_path: str | Path, group: str, what: str) -> Path:
+    """A YAML file given by name (``conf/<group>/<name>.yaml``) or by path.
+
+    Raises ConfigError naming the known names when neither exists.
+    """
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        if not path.is_file():
+            raise ConfigError(f"{path}: {what} file not found")
+        return path
+    path = CONF_DIR / group / f"{text}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml")))
+        raise ConfigError(f"unknown {what} {text!r}; known: {known} (or a YAML path)")
+    return path

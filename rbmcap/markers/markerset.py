@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import yaml
 
+from rbmcap.configfiles import CONF_DIR, named_yaml
 from rbmcap.errors import ConfigError, ModelError
 from rbmcap.markers.anchors import Anchor, resolve_anchors
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 MARKERS_DIR = CONF_DIR / "markers"
 KINDS = ("rbm", "point")
 SMPL_NUM_VERTICES = 6890
@@ -193,24 +193,8 @@ def load_marker_set(spec: str | Path | Mapping[str, Any] | MarkerSet) -> MarkerS
     return _load(spec, seen=())
 
 
-def _locate(name_or_path: str | Path) -> Path:
-    text = str(name_or_path)
-    path = Path(text).expanduser()
-    if path.suffix in (".yaml", ".yml") or path.is_file():
-        if not path.is_file():
-            raise ConfigError(f"{path}: marker set file not found")
-        return path
-    candidate = MARKERS_DIR / f"{text}.yaml"
-    if not candidate.is_file():
-        raise ConfigError(
-            f"unknown marker set {text!r}; known: {', '.join(available_marker_sets())} "
-            f"(or give a path to a YAML file)"
-        )
-    return candidate
-
-
 def _load(name_or_path: str | Path, seen: tuple[str, ...]) -> MarkerSet:
-    path = _locate(name_or_path)
+    path = named_yaml(name_or_path, "markers", "marker set")
     key = str(path.resolve())
     if key in seen:
         raise ConfigError(f"{path}: marker set bases form a cycle")

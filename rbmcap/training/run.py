@@ -70,14 +70,16 @@ def marker_description(markers) -> dict[str, Any]:
 
 
 def build_model(cfg: DictConfig, body, markers):
+    from rbmcap.body.joints import JointModel
     from rbmcap.training.module import RBMRegressor
 
     plain = OmegaConf.to_container(cfg, resolve=True)
+    joints = JointModel.from_body(body)
     return RBMRegressor(
         markers=marker_description(markers),
         plate_rest_rot=plate_rest_rotations(body, markers),
-        joint_template=body._joint_template[body._joint_map],
-        joint_shapedirs=body._joint_shapedirs[body._joint_map],
+        joint_template=joints.joint_template,
+        joint_shapedirs=joints.joint_shapedirs,
         body_id=body.identity,
         features=plain["features"],
         rotations=plain.get("rotations", "global"),

@@ -11,10 +11,11 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from rbmcap.body.joints import JointModel
 from rbmcap.markers.markerset import load_marker_set
 from rbmcap.training.data import RBMDataModule
 from rbmcap.training.module import RBMRegressor
-from rbmcap.training.run import marker_description, plate_rest_rotations
+from rbmcap.training.run import marker_description, plate_rest_frames
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 SMALL = {
@@ -28,11 +29,14 @@ SMALL = {
 
 def _module(standin, network: str, features: str = "kinematic", **kwargs) -> RBMRegressor:
     markers = load_marker_set("rbm14")
+    rest_pos, rest_rot = plate_rest_frames(standin, markers)
+    joints = JointModel.from_body(standin)
     return RBMRegressor(
         markers=marker_description(markers),
-        plate_rest_rot=plate_rest_rotations(standin, markers),
-        joint_template=standin._joint_template,
-        joint_shapedirs=standin._joint_shapedirs,
+        plate_rest_rot=rest_rot,
+        plate_rest_pos=rest_pos,
+        joint_template=joints.joint_template,
+        joint_shapedirs=joints.joint_shapedirs,
         body_id=standin.identity,
         features=features,
         network={"name": network, **SMALL[network]},

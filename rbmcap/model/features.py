@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from rbmcap.errors import ConfigError
+from rbmcap.model.prior import KinematicPrior
 from rbmcap.model.rotation6d import matrix_to_rotation_6d as matrix_to_6d
 
 FEATURE_KINDS = ("raw", "paper", "canonical", "kinematic")
@@ -59,25 +60,6 @@ def heading_frame(root_rot: torch.Tensor) -> torch.Tensor:
     )
 
 
-def prior_sources(marker_joints, root_marker: int) -> list[int]:
-    """For each of the 24 SMPL joints, the plate whose bone estimate serves as its prior.
-
-    A joint carried by a plate uses that plate; otherwise the nearest carried ancestor's plate
-    (spine and collars take the chest's, toes the foot's, fingers the hand's), and joints with no
-    carried ancestor (the pelvis) take the root plate's.
-    """
-    from rbmcap.skeleton import SMPL_PARENTS
-
-    carried = {int(j): m for m, j in enumerate(marker_joints)}
-    out = []
-    for j in range(24):
-        k = j
-        while k >= 0 and k not in carried:
-            k = SMPL_PARENTS[k]
-        out.append(carried[k] if k >= 0 else root_marker)
-    return out
-
-
 @dataclass
 class FrameContext:
     """What decoding needs from the inputs: reference position (..., T, 3), frame (..., T, 3, 3)."""
@@ -86,7 +68,10 @@ class FrameContext:
     frame: torch.Tensor
     prior: torch.Tensor | None = None
     """(..., T, 24, 3, 3) kinematic prior of every bone's global rotation in the feature frame
-    (from the plate on that bone or the nearest observed bone), or None."""
+    (see :class:`rbmcap.model.prior.KinematicPrior`), or None."""
+    pelvis: torch.Tensor | None = None
+    """(..., T, 3) the prior's pelvis position in the feature frame (relative to ``origin``), or
+    None: the network's translation output is an offset from it."""
 
 
 class FeatureEncoder(torch.nn.Module):
@@ -98,7 +83,11 @@ class FeatureEncoder(torch.nn.Module):
         plate_rest_rot: (N, 3, 3) each plate's rotation on the body in the rest pose
             (canonical frame, zero betas); needed by ``kinematic``.
         marker_joints: (N,) SMPL joint carrying each plate; with ``kinematic`` it yields a prior
-            for every bone's global rotation (see :func:`prior_sources`).
+            for every bone's global rotation (see :class:`rbmcap.model.prior.KinematicPrior`).
+        plate_rest_pos: (N, 3) plate origins at rest (canonical frame, zero betas) and
+        rest_joints: (24, 3) rest joints at zero betas: with both, the prior also places the
+            pelvis (orientation from the hips and spine, and position), and its pelvis estimate
+            is appended to the features.
     """
 
     def __init__(
@@ -107,6 +96,8 @@ class FeatureEncoder(torch.nn.Module):
         parents,
         plate_rest_rot: torch.Tensor | None = None,
         marker_joints=None,
+        plate_rest_pos=None,
+        rest_joints=None,
     ) -> None:
         super().__init__()
         if kind not in FEATURE_KINDS:
@@ -125,9 +116,12 @@ class FeatureEncoder(torch.nn.Module):
         parent_idx = torch.tensor([p if p >= 0 else i for i, p in enumerate(self.parents)])
         self.register_buffer("parent_idx", parent_idx, persistent=False)
         self.has_prior = kind == "kinematic" and marker_joints is not None
+        self.prior = None
         if self.has_prior:
-            source = torch.tensor(prior_sources(marker_joints, self.root))
-            self.register_buffer("prior_source", source, persistent=False)
+            self.prior = KinematicPrior(
+                marker_joints, self.root, plate_rest_pos, rest_joints, parents=self.parents
+            )
+        self.prior_features = 9 if self.has_prior and self.prior.has_position else 0
 
     @property
     def dim(self) -> int:
@@ -135,7 +129,7 @@ class FeatureEncoder(torch.nn.Module):
         n = self.num_markers
         per_marker = {"raw": 10, "paper": 10, "canonical": 10, "kinematic": 16}[self.kind]
         extra = {"raw": 0, "paper": 9, "canonical": 1, "kinematic": 1}[self.kind]
-        return n * per_marker + extra
+        return n * per_marker + extra + self.prior_features
 
     @property
     def predicts_in_heading_frame(self) -> bool:
@@ -173,15 +167,13 @@ class FeatureEncoder(torch.nn.Module):
                 bone = rot @ self.rest_inv
                 spans = bone[..., self.parent_idx, :, :].transpose(-1, -2) @ bone
                 both = mask * mask[..., self.parent_idx, :]
-                feats = [local_pos, matrix_to_6d(ht @ bone), matrix_to_6d(spans) * both]
-                if self.has_prior:
-                    heading_bone = ht @ bone
-                    ok = valid[..., self.prior_source, None, None]
-                    prior = heading_bone[..., self.prior_source, :, :]
-                    ctx.prior = torch.where(
-                        ok, prior, torch.eye(3, dtype=pos.dtype, device=pos.device)
-                    )
+                heading_bone = ht @ bone
+                feats = [local_pos, matrix_to_6d(heading_bone), matrix_to_6d(spans) * both]
             extra = [root_pos[..., 2:3]]
+            if self.prior is not None:
+                ctx.prior, ctx.pelvis = self.prior(heading_bone, local_pos, valid)
+                if ctx.pelvis is not None:
+                    extra = [matrix_to_6d(ctx.prior[..., 0, :, :]), ctx.pelvis, *extra]
         per_marker = torch.cat([*feats, mask], dim=-1) * mask
         per_marker = torch.cat([per_marker[..., :-1], mask], dim=-1)
         x = torch.cat([per_marker.flatten(-2), *extra], dim=-1)
@@ -191,6 +183,8 @@ class FeatureEncoder(torch.nn.Module):
     def decode_root(root_rot: torch.Tensor, trans_offset: torch.Tensor, ctx: FrameContext):
         """Network-frame root rotation (..., T, 3, 3) and translation offset (..., T, 3) → world."""
         world_rot = ctx.frame @ root_rot
+        if ctx.pelvis is not None:
+            trans_offset = trans_offset + ctx.pelvis
         trans = ctx.origin + (ctx.frame @ trans_offset[..., None])[..., 0]
         return world_rot, trans
 
@@ -198,4 +192,7 @@ class FeatureEncoder(torch.nn.Module):
     def encode_root(world_rot: torch.Tensor, trans: torch.Tensor, ctx: FrameContext):
         """Inverse of :meth:`decode_root` (targets in the network's frame)."""
         ft = ctx.frame.transpose(-1, -2)
-        return ft @ world_rot, (ft @ (trans - ctx.origin)[..., None])[..., 0]
+        offset = (ft @ (trans - ctx.origin)[..., None])[..., 0]
+        if ctx.pelvis is not None:
+            offset = offset - ctx.pelvis
+        return ft @ world_rot, offset

@@ -40,6 +40,8 @@ class RBMRegressor(L.LightningModule):
         markers: plain description of the marker set: ``name``, ``parents`` (N,), ``joints`` (N,)
             SMPL joint carrying each plate.
         plate_rest_rot: (N, 3, 3) nested lists or tensor: each plate's rest orientation on the body.
+        plate_rest_pos: (N, 3) each plate's rest position (canonical frame, zero betas, m), or
+            None; with it the kinematic prior also places the pelvis.
         joint_template, joint_shapedirs: the body's joint model (see :class:`JointModel`).
         body_id: identity of the body the data was made with.
         features: one of 'raw', 'paper', 'canonical', 'kinematic'.
@@ -53,6 +55,9 @@ class RBMRegressor(L.LightningModule):
         augment: ``{"marker_dropout", "dropout_span"}``.
         num_betas: betas predicted.
         seed: seed of the augmentation generator.
+
+    With the kinematic prior and global rotations the output layer starts at zero, so the
+    untrained network answers with the prior itself and training learns corrections to it.
     """
 
     def __init__(
@@ -70,11 +75,15 @@ class RBMRegressor(L.LightningModule):
         augment: dict[str, Any] | None = None,
         num_betas: int = 10,
         seed: int = 0,
+        plate_rest_pos=None,
     ) -> None:
         super().__init__()
         rest = torch.as_tensor(plate_rest_rot, dtype=torch.float32)
         jt = torch.as_tensor(joint_template, dtype=torch.float32)
         js = torch.as_tensor(joint_shapedirs, dtype=torch.float32)
+        rest_pos = None
+        if plate_rest_pos is not None:
+            rest_pos = torch.as_tensor(plate_rest_pos, dtype=torch.float32)
         network = dict(network or {"name": "transformer"})
         self.loss_cfg = {"rotation": "geodesic", "w_rotation": 1.0, "w_betas": 0.1, "w_trans": 1.0,
                          "w_joints": 1.0, **(loss or {})}  # fmt: skip
@@ -96,17 +105,29 @@ class RBMRegressor(L.LightningModule):
                 "augment": self.augment_cfg,
                 "num_betas": num_betas,
                 "seed": seed,
+                "plate_rest_pos": None if plate_rest_pos is None else rest_pos.tolist(),
             }
         )
         self.num_betas = num_betas
         if rotations not in ("global", "local"):
             raise ConfigError(f"rotations={rotations!r}: expected 'global' or 'local'")
         self.global_rotations = rotations == "global"
-        self.encoder = FeatureEncoder(features, markers["parents"], rest, markers.get("joints"))
+        self.encoder = FeatureEncoder(
+            features,
+            markers["parents"],
+            rest,
+            markers.get("joints"),
+            plate_rest_pos=rest_pos,
+            rest_joints=jt if rest_pos is not None else None,
+        )
         net_kwargs = dict(network)
         name = net_kwargs.pop("name")
         self.out_dim = 24 * 6 + num_betas + 3
         self.net = build_network(name, self.encoder.dim, self.out_dim, **net_kwargs)
+        if self.encoder.prior is not None and self.is_causal:
+            self.encoder.prior.fill = False
+        if self.global_rotations and self.encoder.has_prior:
+            _zero_output_layer(self.net, self.out_dim)
         self.joint_model = JointModel(jt, js)
         self.register_buffer("identity_6d", torch.tensor(IDENTITY_6D), persistent=False)
         self.rotation_loss = rotation_loss(self.loss_cfg["rotation"])
@@ -205,3 +226,15 @@ class RBMRegressor(L.LightningModule):
         every = max(1, round(total * cfg["decay_every"]))
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=every, gamma=cfg["decay"])
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def _zero_output_layer(net: torch.nn.Module, out_dim: int) -> None:
+    """Zero the last linear layer that produces the network's output (weights and bias)."""
+    linear = torch.nn.Linear
+    last = [m for m in net.modules() if isinstance(m, linear) and m.out_features == out_dim]
+    if not last:
+        raise ConfigError(f"{type(net).__name__}: no linear output layer of width {out_dim}")
+    with torch.no_grad():
+        last[-1].weight.zero_()
+        if last[-1].bias is not None:
+            last[-1].bias.zero_()

@@ -51,12 +51,13 @@ def ensure_dataset(data: DictConfig, markers: str, body) -> Path:
     return path
 
 
-def plate_rest_rotations(body, markers) -> torch.Tensor:
-    """(N, 3, 3) each plate's rotation on the body at rest (canonical frame, zero betas)."""
+def plate_rest_frames(body, markers) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each plate's rest position (N, 3) and rotation (N, 3, 3) on the body (canonical frame,
+    zero pose and betas)."""
     from rbmcap.markers.synth import Synthesizer
 
     obs = Synthesizer(body, markers, "none")(torch.zeros(1, 24, 3).numpy())
-    return torch.from_numpy(obs.rot[0].copy())
+    return torch.from_numpy(obs.pos[0].copy()), torch.from_numpy(obs.rot[0].copy())
 
 
 def marker_description(markers) -> dict[str, Any]:
@@ -75,9 +76,11 @@ def build_model(cfg: DictConfig, body, markers):
 
     plain = OmegaConf.to_container(cfg, resolve=True)
     joints = JointModel.from_body(body)
+    rest_pos, rest_rot = plate_rest_frames(body, markers)
     return RBMRegressor(
         markers=marker_description(markers),
-        plate_rest_rot=plate_rest_rotations(body, markers),
+        plate_rest_rot=rest_rot,
+        plate_rest_pos=rest_pos,
         joint_template=joints.joint_template,
         joint_shapedirs=joints.joint_shapedirs,
         body_id=body.identity,

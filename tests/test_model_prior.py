@@ -1,0 +1,97 @@
+"""The kinematic prior (design §6): bone rotations and the pelvis read off the plates."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import roma
+import torch
+
+from rbmcap.body.joints import JointModel
+from rbmcap.body.poses import stride_pose
+from rbmcap.markers.markerset import load_marker_set
+from rbmcap.markers.synth import Synthesizer
+from rbmcap.model.prior import KinematicPrior, fill_gaps, nearest_seen
+from rbmcap.skeleton import SMPL_PARENTS, forward_kinematics
+from rbmcap.training.run import marker_description, plate_rest_frames
+
+
+def _observe(standin, poses, trans):
+    markers = load_marker_set("rbm14")
+    obs = Synthesizer(standin, markers, "none")(poses.numpy(), trans=trans.numpy())
+    rest_pos, rest_rot = plate_rest_frames(standin, markers)
+    desc = marker_description(markers)
+    joints = JointModel.from_body(standin).joint_template
+    prior = KinematicPrior(desc["joints"], desc["parents"].index(-1), rest_pos, joints,
+                           parents=desc["parents"])  # fmt: skip
+    bone = torch.from_numpy(obs.rot) @ rest_rot.transpose(-1, -2)
+    return prior, bone, torch.from_numpy(obs.pos), torch.from_numpy(obs.valid), obs
+
+
+def _global(standin, poses):
+    rest = standin.rest_joints(None)[None].expand(poses.shape[0], 24, 3)
+    glob, _ = forward_kinematics(roma.rotvec_to_rotmat(poses), rest, SMPL_PARENTS)
+    return glob
+
+
+def test_plated_bones_and_pelvis_of_a_noise_free_stride(standin):
+    poses = torch.as_tensor(stride_pose(), dtype=torch.float32)[None].repeat(3, 1, 1)
+    trans = torch.tensor([[0.4, -0.3, 0.9]]).repeat(3, 1)
+    prior, bone, pos, valid, obs = _observe(standin, poses, trans)
+    rots, pelvis = prior(bone, pos, valid)
+    err = torch.rad2deg(roma.rotmat_geodesic_distance(rots, _global(standin, poses)))
+    plated = sorted(prior.carrier)
+    # a plate is carried by skin, not bone: a few degrees where the skin bends near a joint
+    assert float(err[:, plated].max()) < 4.0
+    # pelvis and spine follow from the hips and chest (spine2's short bone is pointed at the
+    # chest plate's joint estimate, so millimetres there are degrees here)
+    assert float(err[:, 0].max()) < 2.0
+    assert float(err[:, [3, 6]].max()) < 8.0
+    assert float((pelvis - torch.from_numpy(obs.joints[:, 0])).norm(dim=-1).max()) < 0.015
+
+
+def test_an_occluded_plate_keeps_its_relative_rotation_from_the_nearest_seen_frame():
+    gen = torch.Generator().manual_seed(3)
+    bone = roma.rotvec_to_rotmat(torch.randn(5, 2, 3, generator=gen))
+    valid = torch.ones(5, 2, dtype=torch.bool)
+    valid[2:4, 1] = False  # the child plate is lost in frames 2 and 3
+    filled, known = fill_gaps(bone, valid, [-1, 0])
+    assert bool(known.all())
+    for t, src in ((2, 1), (3, 4)):
+        rel = bone[src, 0].T @ bone[src, 1]
+        assert torch.allclose(filled[t, 1], bone[t, 0] @ rel, atol=1e-5)
+    assert torch.equal(filled[valid], bone[valid])
+
+
+def test_nearest_seen_frame():
+    valid = torch.tensor([[False, True, False, False, False, True], [False] * 6])
+    idx, has = nearest_seen(valid)
+    assert idx[0].tolist() == [1, 1, 1, 1, 5, 5]
+    assert has.all(-1).tolist() == [True, False]
+    idx, has = nearest_seen(valid, causal=True)
+    assert idx[0].tolist() == [0, 1, 1, 1, 1, 5]
+    assert has[0].tolist() == [False] + [True] * 5
+
+
+def test_untrained_regressor_answers_with_the_prior(standin):
+    from hydra import compose, initialize_config_dir
+
+    from rbmcap.training.run import build_model
+
+    conf = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "conf")
+    with initialize_config_dir(config_dir=conf, version_base="1.3"):
+        cfg = compose("train", overrides=["experiment=demo"])
+    model = build_model(cfg, standin, load_marker_set("rbm14")).eval()
+    poses = torch.as_tensor(stride_pose(), dtype=torch.float32)[None].repeat(4, 1, 1)
+    trans = torch.tensor([[0.1, 0.2, 0.95]]).repeat(4, 1)
+    _, _, _, _, obs = _observe(standin, poses, trans)
+    with torch.no_grad():
+        out = model(*(torch.from_numpy(np.asarray(a))[None] for a in (obs.pos, obs.rot, obs.valid)))
+        joints = model.joint_model(out["rotmats"], out["betas"], out["trans"])[0]
+    assert float(out["betas"].abs().max()) == 0.0
+    err = (joints - torch.from_numpy(obs.joints)).norm(dim=-1)
+    assert float(err.mean()) < 0.02, f"prior MPJPE {1e3 * float(err.mean()):.1f} mm"
+    angle = math.degrees(float(roma.rotmat_geodesic_distance(
+        out["rotmats"][0, :, 0], roma.rotvec_to_rotmat(poses[:, 0])).max()))  # fmt: skip
+    assert angle < 4.0

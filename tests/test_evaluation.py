@@ -41,6 +41,10 @@ def test_eval_writes_the_report_for_every_method(checkpoint, tiny_dataset, tmp_p
     assert metrics["methods"]["baseline_6dof"]["convergence"][0]["iterations"][0] == 0
     report = (out / "report.md").read_text()
     assert "| network" in report and "Convergence of" in report and "MPJPE" in report
+    hybrid = metrics["methods"]["hybrid"]
+    assert hybrid["convergence"][0]["iterations"][-1] == hybrid["iterations"]
+    claims = {c["claim"]: c for c in metrics["claims"]}
+    assert any(k.startswith("hybrid time") for k in claims) and "claims on this data" in report
     rows = list(csv.DictReader(open(out / "per_sequence.csv")))
     assert {r["method"] for r in rows} == {"network", "baseline_6dof", "hybrid"}
     for png in ("per_joint_error.png", "error_over_time.png", "speed_vs_accuracy.png"):
@@ -81,3 +85,18 @@ def test_eval_refuses_data_of_another_marker_set(checkpoint, tmp_path, standin, 
                  "train", "--out", str(tmp_path / "o")])  # fmt: skip
     assert code == 2
     assert "trained on marker set 'rbm14'" in capsys.readouterr().err
+
+
+def test_claims_are_judged_from_the_averages():
+    from rbmcap.evaluation.report import claims
+
+    avg = {
+        "network": {"mpjpe_mm": 40.0, "ms_per_frame": 0.1},
+        "baseline_6dof": {"mpjpe_mm": 15.0, "ms_per_frame": 6.0},
+        "hybrid": {"mpjpe_mm": 14.0, "ms_per_frame": 1.5},
+        "baseline_points": {"mpjpe_mm": 8.0, "ms_per_frame": 0.5},
+    }
+    got = {c["claim"].split(" ")[0] + str(i): c for i, c in enumerate(claims(avg))}
+    assert [c["holds"] for c in got.values()] == [True, False, True, False, None]
+    assert got["network0"]["value"] == pytest.approx(60.0)
+    assert got["hybrid3"]["value"] == pytest.approx(0.25)

@@ -77,11 +77,45 @@ def write_report(result: dict, out: str | os.PathLike) -> dict:
             for k, m in methods.items()
         },
     }
+    metrics["claims"] = claims(averages)
     _atomic_text(out / "metrics.json", json.dumps(_finite(metrics), indent=2))
     _write_csv(methods, out / "per_sequence.csv")
     plots = _plots(methods, averages, out)
     _atomic_text(out / "report.md", _markdown(metrics, methods, averages, plots))
     return metrics
+
+
+HYBRID_TIME_FRACTION = 0.2
+"""The hybrid claim: at most the 6-DoF baseline's MPJPE in at most this fraction of its time."""
+
+SPEEDUP_CLAIM = 10.0
+"""The method's claim: the network is at least this many times faster than each baseline."""
+
+
+def claims(averages: dict[str, dict]) -> list[dict]:
+    """The method's claims checked on these averages: the network's speed against each baseline,
+    the hybrid against the 6-DoF baseline, and the network's accuracy against the point-marker
+    baseline (reported, not judged: parity depends on the training budget)."""
+    net = averages["network"]
+    out = []
+    for key in ("baseline_6dof", "baseline_points"):
+        if key in averages and net["ms_per_frame"]:
+            ratio = averages[key]["ms_per_frame"] / net["ms_per_frame"]
+            out.append({"claim": f"network ≥ {SPEEDUP_CLAIM:g}× faster than {key}",
+                        "value": ratio, "holds": ratio >= SPEEDUP_CLAIM})  # fmt: skip
+    if "hybrid" in averages and "baseline_6dof" in averages:
+        h, b = averages["hybrid"], averages["baseline_6dof"]
+        fraction = h["ms_per_frame"] / b["ms_per_frame"]
+        out.append({"claim": "hybrid MPJPE ≤ baseline_6dof MPJPE (mm)",
+                    "value": [h["mpjpe_mm"], b["mpjpe_mm"]],
+                    "holds": h["mpjpe_mm"] <= b["mpjpe_mm"]})  # fmt: skip
+        out.append({"claim": f"hybrid time ≤ {HYBRID_TIME_FRACTION:g} × baseline_6dof time",
+                    "value": fraction, "holds": fraction <= HYBRID_TIME_FRACTION})  # fmt: skip
+    if "baseline_points" in averages:
+        p = averages["baseline_points"]
+        out.append({"claim": "network MPJPE vs baseline_points MPJPE (mm, parity claimed)",
+                    "value": [net["mpjpe_mm"], p["mpjpe_mm"]], "holds": None})  # fmt: skip
+    return out
 
 
 def _finite(x):
@@ -140,14 +174,25 @@ def _markdown(metrics, methods, averages, plots) -> str:
         ratio = a["ms_per_frame"] / net["ms_per_frame"] if net["ms_per_frame"] else float("nan")
         label = m.label + (f", {m.iterations} it." if m.iterations is not None else "")
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {ratio:.1f} |")
+    if metrics.get("claims"):
+        lines += ["", "**The method's claims on this data:**", ""]
+        for c in metrics["claims"]:
+            v = c["value"]
+            shown = " vs ".join(_fmt(x) for x in v) if isinstance(v, list) else _fmt(v)
+            verdict = {True: "holds", False: "does not hold", None: "reported"}[c["holds"]]
+            lines.append(f"- {c['claim']}: {shown}: **{verdict}**")
     for m in methods.values():
         if not m.convergence:
             continue
         c = m.convergence[0]
+        how = (
+            f"from the network's answer; it runs all {m.iterations}"
+            if m.name == "hybrid"
+            else f"converged at {m.iterations}"
+        )
         lines += [
             "",
-            f"**Convergence of {m.label}** (MPJPE against solver iterations; "
-            f"converged at {m.iterations} iterations):",
+            f"**Convergence of {m.label}** (MPJPE against solver iterations; {how} iterations):",
             "",
             "| iterations | " + " | ".join(str(i) for i in c["iterations"]) + " |",
             "|---|" + "---|" * len(c["iterations"]),

@@ -22,9 +22,12 @@ A plate occluded in some frames keeps the rotation relative to its parent plate 
 the nearest frame where it was seen (:func:`fill_gaps`), so a gap does not drop the prior to the
 parent's bone; its position is not used there.
 
-Joint positions follow down the tree from the pelvis (rest bone vectors turned by these
-rotations), replaced by a plate's where it has one. Everything is in the caller's frame (the heading
-frame of :class:`rbmcap.model.features.FeatureEncoder`); rest quantities are at zero betas, so the
+While the rotations are worked out, joint positions follow down the tree from the fitted pelvis
+(rest bone vectors turned by the rotations), replaced by a plate's where it has one. The
+returned pelvis position places the posed skeleton so its plated joints land where the plates
+put them, on average over the visible plates (as the solver's translation start does).
+Everything is in the caller's frame (the heading frame of
+:class:`rbmcap.model.features.FeatureEncoder`); rest quantities are at zero betas, so the
 estimate is off by the subject's shape, which the network corrects.
 """
 

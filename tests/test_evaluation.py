@@ -28,13 +28,14 @@ def checkpoint(standin, tiny_dataset, tmp_path_factory):
 def test_eval_writes_the_report_for_every_method(checkpoint, tiny_dataset, tmp_path, capsys):
     out = tmp_path / "eval"
     code = main(["eval", "--ckpt", str(checkpoint), "--data", str(tiny_dataset), "--split", "test",
-                 "--baseline", "--hybrid", "--max-frames", "40", "--solver-config", "default",
+                 "--baseline", "--hybrid", "--max-frames", "40", "--frames-per-sequence", "25",
+                 "--solver-config", "default",
                  "--out", str(out), "--json"])  # fmt: skip
     assert code == 0
     metrics = json.loads(capsys.readouterr().out)
     assert set(metrics["methods"]) == {"network", "baseline_6dof", "hybrid"}
     for name, m in metrics["methods"].items():
-        assert m["frames"] == 40, name
+        assert m["frames"] == 40 and m["sequences"] == 2, name  # 25 + the second's first 15
         for key in ("mpjpe_mm", "pa_mpjpe_mm", "joint_rotation_deg", "v2v_mm", "ms_per_frame"):
             assert m["metrics"][key] >= 0, (name, key)
         assert len(m["per_joint_mm"]) == 24
@@ -43,6 +44,9 @@ def test_eval_writes_the_report_for_every_method(checkpoint, tiny_dataset, tmp_p
     assert "| network" in report and "Convergence of" in report and "MPJPE" in report
     hybrid = metrics["methods"]["hybrid"]
     assert hybrid["convergence"][0]["iterations"][-1] == hybrid["iterations"]
+    # the hybrid gets a fifth of the baseline's converged iterations, one left for the network
+    converged = metrics["methods"]["baseline_6dof"]["iterations"]
+    assert hybrid["iterations"] == max(1, int(0.2 * converged) - 1)
     claims = {c["claim"]: c for c in metrics["claims"]}
     assert any(k.startswith("hybrid time") for k in claims) and "claims on this data" in report
     rows = list(csv.DictReader(open(out / "per_sequence.csv")))
@@ -57,6 +61,8 @@ def test_eval_writes_the_report_for_every_method(checkpoint, tiny_dataset, tmp_p
         (["--ckpt", "/no/such.ckpt"], "no such checkpoint"),
         (["--split", "nope"], "no split 'nope'"),
         (["--max-frames", "0"], "must be positive"),
+        (["--hybrid-fraction", "2"], "expected 0 … 1"),
+        (["--frames-per-sequence", "-3"], "must be positive"),
     ],
 )
 def test_eval_bad_input_is_one_line(checkpoint, tiny_dataset, tmp_path, capsys, extra, needle):

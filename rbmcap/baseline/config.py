@@ -37,7 +37,7 @@ class OptimiserConfig:
     """
 
     name: str = "lbfgs"
-    iterations: int = 200
+    iterations: int = 500
     lr: float = 1.0
     history: int = 50
     tolerance: float = 0.0

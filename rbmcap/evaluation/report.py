@@ -47,7 +47,9 @@ DEFINITIONS = """\
   absolute betas difference.
 - **ms/frame**: wall time per frame in this process. The network's is its whole-sequence
   prediction; a solver's is taken where its MPJPE converged (see the convergence table); the
-  hybrid's is its full solver budget plus the network pass that starts it.
+  hybrid's is its full solver budget plus the network pass that starts it. With the baseline
+  run too, the hybrid's budget is a fixed fraction (a fifth) of the baseline's converged
+  iteration count, less one iteration for the network pass.
 - Averages are over frames (every frame counts once); per-sequence values are in
   per_sequence.csv."""
 

@@ -97,6 +97,11 @@ def _run(args: argparse.Namespace) -> int:
         out / "eval",
     )  # fmt: skip
     print(_table(metrics))
+    for c in metrics.get("claims", []):
+        v = c["value"]
+        shown = " vs ".join(f"{x:.1f}" for x in v) if isinstance(v, list) else f"{v:.2f}"
+        verdict = {True: "holds", False: "does not hold", None: "reported"}[c["holds"]]
+        print(f"   claim: {c['claim']}: {shown}: {verdict}")
     print(f"   full report: {out / 'eval' / 'report.md'} ({time.perf_counter() - t:.0f} s)")
     summary["eval"] = {k: m["metrics"] for k, m in metrics["methods"].items()}
 

@@ -49,7 +49,7 @@ DEFINITIONS = """\
   prediction; a solver's is taken where its MPJPE converged (see the convergence table); the
   hybrid's is its full solver budget plus the network pass that starts it. With the baseline
   run too, the hybrid gets the iterations that fit in a fifth of the baseline's converged time
-  (95 % of it planned for), at the baseline's measured cost per iteration.
+  (90 % of it planned for), at the baseline's measured cost of its first iterations.
 - Averages are over frames (every frame counts once); per-sequence values are in
   per_sequence.csv."""
 

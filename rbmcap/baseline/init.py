@@ -19,6 +19,7 @@ import roma
 import torch
 
 from rbmcap.markers.plates import plate_frames
+from rbmcap.model.prior import nearest_seen, rotation_between
 from rbmcap.skeleton import SMPL_PARENTS
 
 TORSO_CHAIN: tuple[int, ...] = (0, 3, 6, 9, 12, 15)
@@ -58,14 +59,8 @@ def rest_markers(body, topology, betas: torch.Tensor | None = None):
 
 def nearest_valid_index(has: torch.Tensor) -> tuple[torch.Tensor, bool]:
     """For each frame, the nearest frame where ``has`` (T,) is true; and whether any is."""
-    t = has.shape[0]
-    ar = torch.arange(t, device=has.device)
-    if not bool(has.any()):
-        return ar, False
-    before = torch.cummax(torch.where(has, ar, -1), 0).values
-    after = torch.flip(torch.cummin(torch.flip(torch.where(has, ar, t), [0]), 0).values, [0])
-    use_after = (before < 0) | ((after < t) & (after - ar < ar - before))
-    return torch.where(use_after, after, before), True
+    idx, seen = nearest_seen(has)
+    return idx, bool(seen.any())
 
 
 def kabsch_rotation(obs: torch.Tensor, rest: torch.Tensor, weight: torch.Tensor):
@@ -168,20 +163,11 @@ def _swing_towards_child(j, kids, parent, here, known, jpos, has, rest_joints) -
         ok = known & has[c]
         bone = rest_joints[c] - rest_joints[j]  # in the parent's frame, before the swing
         target = (parent.transpose(-1, -2) @ (jpos[c] - here)[..., None])[..., 0]
-        swing = _rotation_between(bone.expand_as(target), target)
+        swing = rotation_between(bone.expand_as(target), target)
         idx, any_ = nearest_valid_index(ok)
         if any_:
             return swing[idx]
     return eye
-
-
-def _rotation_between(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Smallest rotation (..., 3, 3) turning direction u (..., 3) onto direction v."""
-    axis = torch.linalg.cross(u, v)
-    sin = axis.norm(dim=-1, keepdim=True)
-    cos = (u * v).sum(-1, keepdim=True)
-    angle = torch.atan2(sin, cos)
-    return roma.rotvec_to_rotmat(axis / sin.clamp_min(1e-12) * angle)
 
 
 def segment_estimates(dominant, pos, rot, valid, rest_pos, rest_rot, rest_joints):

@@ -165,7 +165,7 @@ class KinematicPrior(torch.nn.Module):
         rj = self.rest_joints
         bone = (parent_rot @ (rj[c] - rj[j])[..., None])[..., 0]
         target = where[..., self.carrier[c], :] - here
-        swung = _rotation_between(bone, target) @ parent_rot
+        swung = rotation_between(bone, target) @ parent_rot
         return torch.where(valid[..., self.carrier[c], None, None], swung, parent_rot)
 
     def _pelvis(self, bone, pos, valid, fallback):
@@ -209,7 +209,7 @@ def _interpolation_plan(carrier: dict[int, int]) -> dict[int, tuple[int, float]]
     return plan
 
 
-def _rotation_between(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def rotation_between(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Smallest rotation (..., 3, 3) turning direction u (..., 3) onto direction v."""
     axis = torch.linalg.cross(u, v)
     sin = axis.norm(dim=-1, keepdim=True)

@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
 
     t = _step("5. evaluate on the held-out test split: network vs optimisation vs hybrid")
     from rbmcap.evaluation import EvalOptions, evaluate
-    from rbmcap.evaluation.report import write_report
+    from rbmcap.evaluation.report import claim_line, write_report
 
     data = Path(result["data_path"])
     metrics = write_report(
@@ -98,10 +98,7 @@ def _run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     print(_table(metrics))
     for c in metrics.get("claims", []):
-        v = c["value"]
-        shown = " vs ".join(f"{x:.1f}" for x in v) if isinstance(v, list) else f"{v:.2f}"
-        verdict = {True: "holds", False: "does not hold", None: "reported"}[c["holds"]]
-        print(f"   claim: {c['claim']}: {shown}: {verdict}")
+        print(f"   claim: {claim_line(c)}")
     print(f"   full report: {out / 'eval' / 'report.md'} ({time.perf_counter() - t:.0f} s)")
     summary["eval"] = {k: m["metrics"] for k, m in metrics["methods"].items()}
 

@@ -120,6 +120,14 @@ def claims(averages: dict[str, dict]) -> list[dict]:
     return out
 
 
+def claim_line(claim: dict, bold: bool = False) -> str:
+    """One claim as text: 'what: value(s): holds | does not hold | reported'."""
+    v = claim["value"]
+    shown = " vs ".join(_fmt(x) for x in v) if isinstance(v, list) else _fmt(v)
+    verdict = {True: "holds", False: "does not hold", None: "reported"}[claim["holds"]]
+    return f"{claim['claim']}: {shown}: " + (f"**{verdict}**" if bold else verdict)
+
+
 def _finite(x):
     if isinstance(x, float) and not math.isfinite(x):
         return None
@@ -178,11 +186,7 @@ def _markdown(metrics, methods, averages, plots) -> str:
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {ratio:.1f} |")
     if metrics.get("claims"):
         lines += ["", "**The method's claims on this data:**", ""]
-        for c in metrics["claims"]:
-            v = c["value"]
-            shown = " vs ".join(_fmt(x) for x in v) if isinstance(v, list) else _fmt(v)
-            verdict = {True: "holds", False: "does not hold", None: "reported"}[c["holds"]]
-            lines.append(f"- {c['claim']}: {shown}: **{verdict}**")
+        lines += [f"- {claim_line(c, bold=True)}" for c in metrics["claims"]]
     for m in methods.values():
         if not m.convergence:
             continue

@@ -71,23 +71,16 @@ class KinematicPrior(torch.nn.Module):
         self.marker_joints = joints
         self.root_marker = int(root_marker)
         self.has_position = plate_rest_pos is not None and rest_joints is not None
+        self.plan = _interpolation_plan(self.carrier)
+        self.swing: dict[int, int] = {}
+        self.points = [j for j in PELVIS_POINTS if j in self.carrier]
         if self.has_position:
             rest_pos = torch.as_tensor(plate_rest_pos, dtype=torch.float32)
             rj = torch.as_tensor(rest_joints, dtype=torch.float32)
-            points = [j for j in PELVIS_POINTS if j in self.carrier]
-            self.points = points
-            markers = [self.carrier[j] for j in points]
-            self.register_buffer("point_markers", torch.tensor(markers, dtype=torch.long),
-                                 persistent=False)  # fmt: skip
-            # offset of each point plate from its joint at rest, and the rest points themselves
-            self.register_buffer("point_offset", rest_pos[markers] - rj[points], persistent=False)
-            self.register_buffer("rest_points", rj[points], persistent=False)
-            self.register_buffer("rest_pelvis", rj[0], persistent=False)
-        self.plan = _interpolation_plan(self.carrier)
-        self.swing: dict[int, int] = {}
-        if self.has_position:
             self.register_buffer("rest_joints", rj, persistent=False)
             self.register_buffer("rest_offset", rest_pos - rj[joints], persistent=False)
+            point_markers = torch.tensor([self.carrier[j] for j in self.points], dtype=torch.long)
+            self.register_buffer("point_markers", point_markers, persistent=False)
             for j in range(1, 24):
                 kids = [c for c in range(24) if SMPL_PARENTS[c] == j and c in self.carrier]
                 if j not in self.carrier and kids:
@@ -119,8 +112,8 @@ class KinematicPrior(torch.nn.Module):
         at: list[torch.Tensor | None] = [None] * 24  # joint positions, down the tree
         where = None
         if self.has_position:
-            root, at[0] = self._pelvis(bone, pos, valid, root)
             where = pos - (bone @ self.rest_offset[..., None])[..., 0]  # each plate's joint
+            root, at[0] = self._pelvis(where, valid, root)
         rots: list[torch.Tensor] = [root] + [eye] * 23
         for j in range(1, 24):
             p = SMPL_PARENTS[j]
@@ -168,28 +161,21 @@ class KinematicPrior(torch.nn.Module):
         swung = rotation_between(bone, target) @ parent_rot
         return torch.where(valid[..., self.carrier[c], None, None], swung, parent_rot)
 
-    def _pelvis(self, bone, pos, valid, fallback):
-        """Pelvis rotation and position from the point joints (see the module docstring)."""
-        m = self.point_markers
-        b = bone[..., m, :, :]
-        joints = pos[..., m, :] - (b @ self.point_offset[..., None])[..., 0]
-        w = valid[..., m].to(pos.dtype)
-        enough = (w.sum(-1) >= 3)[..., None, None]
+    def _pelvis(self, where, valid, fallback):
+        """Pelvis rotation and position from the point joints the plates give (see the module
+        docstring)."""
+        joints = where[..., self.point_markers, :]
+        w = valid[..., self.point_markers].to(where.dtype)
+        rest = self.rest_joints[self.points]
+        rot = fallback
         if len(self.points) >= 3:
             fit, _ = roma.rigid_points_registration(
-                self.rest_points.expand_as(joints), joints, weights=w + 1e-9
+                rest.expand_as(joints), joints, weights=w + 1e-9
             )
-            rot = torch.where(enough, fit, fallback)
-        else:
-            rot = fallback
+            rot = torch.where((w.sum(-1) >= 3)[..., None, None], fit, fallback)
         # each visible point joint places the pelvis through the rest offset, rotated by `rot`
-        guess = (
-            joints
-            - (rot[..., None, :, :] @ (self.rest_points - self.rest_pelvis)[..., None])[..., 0]
-        )
-        count = w.sum(-1, keepdim=True)
-        position = (guess * w[..., None]).sum(-2) / count.clamp_min(1.0)
-        return rot, position
+        guess = joints - (rot[..., None, :, :] @ (rest - self.rest_joints[0])[..., None])[..., 0]
+        return rot, (guess * w[..., None]).sum(-2) / w.sum(-1, keepdim=True).clamp_min(1.0)
 
 
 def _interpolation_plan(carrier: dict[int, int]) -> dict[int, tuple[int, float]]:

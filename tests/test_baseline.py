@@ -175,14 +175,45 @@ def test_hybrid_start_converges_in_fewer_iterations(standin, walk):
     noisy = torch.as_tensor(poses) + 0.01 * torch.randn(FRAMES, 24, 3, generator=gen)
     init = {"poses": noisy, "trans": torch.as_tensor(trans) + 0.01, "betas": 0.8 * betas}
     solver = Solver(standin, "rbm14")
-    cold = solver.solve(obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=75)
+    cold = solver.solve(obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=150)
     warm = solver.solve(
-        obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=75, init=init
+        obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=150, init=init
     )
     # Both start ~20 mm off, but the perturbed answer has the structure the plates leave loose
     # (how the spine shares a bend, the shape): it converges in a fraction of the iterations.
-    assert _first_below(warm.record, 5.0) * 3 <= _first_below(cold.record, 5.0) <= 75
+    # (Measured: below 3 mm after 20 iterations from the answer, 150+ from the observations.)
+    assert _first_below(warm.record, 3.0) * 3 <= _first_below(cold.record, 3.0)
     assert warm.record.mpjpe_mm[-1] < cold.record.mpjpe_mm[-1]
+
+
+def test_unknown_scales_follow_the_curvature(standin):
+    from rbmcap.baseline.scaling import unknown_scales
+
+    solver = Solver(standin, "rbm14")
+    sc = unknown_scales(solver.body, solver.topology, solver.config.weights, None, True)
+    for t in (sc.root, sc.body, sc.trans, sc.betas):
+        assert torch.isfinite(t).all() and (t > 0).all()
+    per_joint = sc.body.norm(dim=-1)  # body rows are joints 1..23
+    # a metre of translation moves every plate; a radian at the toes or a hand's base moves a
+    # few skin vertices: their scales differ by orders of magnitude
+    assert sc.trans.max() < per_joint.min() / 2
+    assert per_joint[[9, 10, 21, 22]].min() > 10 * per_joint[[0, 1]].max()  # toes, hands / hips
+    # shape curvature adds up over frames
+    assert torch.allclose(sc.betas_for(4, 0.0), sc.betas / 2)
+
+
+def test_preconditioning_speeds_up_the_solver(standin, walk):
+    from dataclasses import replace
+
+    obs = _observe(standin, walk, "rbm14")
+    cfg = load_solver_config("default")
+    plain = replace(cfg, optimiser=replace(cfg.optimiser, precondition=False))
+    args = (obs.pos, obs.rot, obs.valid)
+    pre = Solver(standin, "rbm14", cfg).solve(*args, truth_joints=obs.joints, iterations=30)
+    raw = Solver(standin, "rbm14", plain).solve(*args, truth_joints=obs.joints, iterations=30)
+    # measured: 4.5 against 6.9 mm after 30 iterations from the same start
+    assert pre.record.mpjpe_mm[0] == pytest.approx(raw.record.mpjpe_mm[0])
+    assert pre.record.mpjpe_mm[-1] < 0.8 * raw.record.mpjpe_mm[-1]
 
 
 def test_occluded_markers_are_masked_not_used(standin, walk):

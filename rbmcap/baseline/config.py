@@ -34,6 +34,10 @@ class OptimiserConfig:
         history: L-BFGS memory (pairs of vectors).
         tolerance: stop a window early when an iteration lowers the objective by less than this
             fraction of its value (0: always run all iterations, for predictable timing).
+        precondition: optimise every unknown divided by its scale 1/√curvature
+            (:mod:`rbmcap.baseline.scaling`), so L-BFGS's scaled-identity Hessian guess fits
+            all of them; off, the stiff translation and the soft toes and fingers slow it down.
+            L-BFGS only: Adam already scales each unknown by its own gradient history.
     """
 
     name: str = "lbfgs"
@@ -41,6 +45,7 @@ class OptimiserConfig:
     lr: float = 1.0
     history: int = 50
     tolerance: float = 0.0
+    precondition: bool = True
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from rbmcap.baseline.objective import (
 )
 from rbmcap.baseline.prior import GaussianMixturePrior, load_pose_prior
 from rbmcap.baseline.result import ConvergenceRecord, Solution
+from rbmcap.baseline.scaling import unknown_scales
 from rbmcap.errors import DataError
 from rbmcap.markers.markerset import MarkerSet, load_marker_set
 from rbmcap.markers.plates import plate_topology
@@ -96,6 +97,7 @@ class Solver:
             body.faces.cpu().numpy(), body.v_template.detach().cpu().numpy(), self.vertex_ids
         )
         self.dominant = dominant_joints(body, self.vertex_ids)
+        self._scale_cache: dict = {}
 
     # ------------------------------------------------------------------------------- public
     def solve(
@@ -235,16 +237,28 @@ class Solver:
     ) -> _WindowResult:
         cfg = self.config
         weights = cfg.weights if smooth else _no_smoothing(cfg.weights)
-        omega = torch.zeros(start.trans.shape[0], 3, dtype=self.dtype, device=self.device)
-        omega.requires_grad_(True)
-        body_pose = roma.rotmat_to_rotvec(start.rotmats[:, 1:]).detach().requires_grad_(True)
-        trans = start.trans.detach().clone().requires_grad_(True)
-        betas = start.betas.detach().clone().requires_grad_(betas_free)
+        num = start.trans.shape[0]
+        sc = self._scales(weights, num)
+        # the optimiser works on unknowns divided by their scales (see rbmcap.baseline.scaling)
+        u_omega = torch.zeros(num, 3, dtype=self.dtype, device=self.device).requires_grad_(True)
+        u_pose = (roma.rotmat_to_rotvec(start.rotmats[:, 1:]) / sc["body"]).detach()
+        u_pose.requires_grad_(True)
+        u_trans = (start.trans / sc["trans"]).detach().requires_grad_(True)
+        u_betas = (start.betas / sc["betas"]).detach().requires_grad_(betas_free)
         root_base = start.rotmats[:, 0].detach()
-        params = [omega, body_pose, trans] + ([betas] if betas_free else [])
+        params = [u_omega, u_pose, u_trans] + ([u_betas] if betas_free else [])
         evals = 0
 
+        def unknowns():
+            return (
+                u_omega * sc["root"],
+                u_pose * sc["body"],
+                u_trans * sc["trans"],
+                u_betas * sc["betas"],
+            )
+
         def objective():
+            omega, body_pose, trans, betas = unknowns()
             rotmats = compose_rotmats(omega, root_base, body_pose)
             pp, pr = predict_markers(self.body, self.topology, rotmats, betas, trans)
             terms = objective_terms(pp, pr, obs, body_pose, betas, weights, self.prior, context)
@@ -300,17 +314,38 @@ class Solver:
             with torch.no_grad():
                 f = float(objective())
                 mp = float("nan")
+                omega, body_pose, trans, betas = unknowns()
                 if truth is not None:
                     rm = compose_rotmats(omega, root_base, body_pose)
                     joints, _ = self.body.pose_joints(rm, betas, trans)
                     mp = float(1e3 * (joints - truth).norm(dim=-1).mean(-1).sum())
             records.append((target, evals, f, elapsed, mp))
         with torch.no_grad():
+            omega, body_pose, trans, betas = unknowns()
             rotmats = compose_rotmats(omega, root_base, body_pose).detach()
             pred_pos, _ = predict_markers(self.body, self.topology, rotmats, betas, trans)
         return _WindowResult(
             rotmats, trans.detach(), betas.detach(), pred_pos.detach(), records, done, evals
         )
+
+    def _scales(self, weights, frames: int) -> dict[str, torch.Tensor]:
+        """Per-unknown scales (all ones without preconditioning), cached per weights."""
+        one = torch.ones((), dtype=self.dtype, device=self.device)
+        o = self.config.optimiser
+        if not o.precondition or o.name != "lbfgs":  # Adam scales each unknown itself
+            return {"root": one, "body": one, "trans": one, "betas": one}
+        cached = self._scale_cache.get(weights)
+        if cached is None:
+            cached = unknown_scales(
+                self.body, self.topology, weights, self.prior, self.markers.is_rbm
+            )
+            self._scale_cache[weights] = cached
+        return {
+            "root": cached.root,
+            "body": cached.body,
+            "trans": cached.trans,
+            "betas": cached.betas_for(frames, weights.betas),
+        }
 
     @staticmethod
     def _lbfgs_steps(opt, closure, count: int, done: int) -> tuple[int, bool, float]:

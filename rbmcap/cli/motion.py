@@ -1,7 +1,7 @@
 """``rbmcap motion ...``: convert, generate, inspect and draw SMPL motions.
 
 * ``from-bvh FILE --out OUT.npz [--joint-map YAML] [--fps 60]``
-* ``procedural --out DIR --num N --seed S [--kinds ...] [--fps 60]``
+* ``procedural --out DIR --num N --seed S [--kinds ...] [--fps 60] [--subjects K]``
 * ``info FILE [--json] [--model PATH]``
 * ``render FILE --out anim.gif [--fps 15] [--max-frames 150]``
 """
@@ -45,6 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--num", type=int, required=True, help="number of motions")
     p.add_argument("--seed", type=int, required=True, help="random seed")
     p.add_argument("--kinds", nargs="+", default=None, help="motion kinds (default: all)")
+    p.add_argument(
+        "--subjects",
+        type=int,
+        default=None,
+        help="body shapes to spread the motions over (default num/4, at most 50)",
+    )
     p.add_argument("--fps", type=float, default=60.0, help="frame rate (default 60)")
     p.add_argument("--quiet", action="store_true", help="print only the summary line")
     p.set_defaults(func=_procedural)
@@ -92,7 +98,13 @@ def _procedural(args: argparse.Namespace) -> int:
             print(f"[{i + 1}/{n}] {path}", file=sys.stderr)
 
     paths = generate_library(
-        args.out, args.num, args.seed, kinds=args.kinds, fps=args.fps, progress=progress
+        args.out,
+        args.num,
+        args.seed,
+        kinds=args.kinds,
+        fps=args.fps,
+        num_subjects=args.subjects,
+        progress=progress,
     )
     print(f"{args.out}: wrote {len(paths)} motions and splits/{{train,val,test}}.txt")
     return 0

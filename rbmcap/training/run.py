@@ -31,7 +31,11 @@ def ensure_dataset(data: DictConfig, markers: str, body) -> Path:
         from rbmcap.motion.procedural.library import generate_library
 
         log.info("generating %d procedural motions into %s (seed %d)", gen.num, motions, gen.seed)
-        generate_library(motions, int(gen.num), int(gen.seed), fps=float(data.fps), body=body)
+        subjects = int(gen.get("subjects") or 0) or None
+        generate_library(
+            motions, int(gen.num), int(gen.seed), fps=float(data.fps), num_subjects=subjects,
+            body=body,
+        )  # fmt: skip
     log.info("dataset %s does not exist: synthesising it from %s (markers %s, realism %s)",
              path, motions, markers, data.realism)  # fmt: skip
     synthesize_dataset(

@@ -126,7 +126,8 @@ def generate_library(
         kinds: kinds to cycle through (default all, in :data:`KINDS` order).
         fps: frame rate of the files.
         num_subjects: body shapes to spread the motions over (default ``max(1, num // 4)``,
-            at most 50).
+            at most 50; at most ``num``). Whole subjects go to one split, so a network learns
+            body shape from the training subjects only: give it many to generalise.
         body: body model (default the stand-in).
         progress: called with (index, num, path) after each file.
 
@@ -141,6 +142,8 @@ def generate_library(
         )
     if num < 1:
         raise ConfigError(f"num must be at least 1, got {num}")
+    if num_subjects is not None and not 1 <= num_subjects <= num:
+        raise ConfigError(f"num_subjects must be between 1 and num ({num}), got {num_subjects}")
     out = Path(out)
     body = body if body is not None else standin_body()
     n_subj = num_subjects or min(50, max(1, num // 4))

@@ -186,6 +186,27 @@ def test_hybrid_start_converges_in_fewer_iterations(standin, walk):
     assert warm.record.mpjpe_mm[-1] < cold.record.mpjpe_mm[-1]
 
 
+def test_snapshots_are_what_a_shorter_solve_returns(standin, walk):
+    from rbmcap.errors import DataError
+
+    obs = _observe(standin, walk, "rbm14", "realistic")
+    solver = Solver(standin, "rbm14")
+    args = (obs.pos, obs.rot, obs.valid)
+    long = solver.solve(*args, truth_joints=obs.joints, iterations=30, snapshots=True)
+    short = solver.solve(*args, truth_joints=obs.joints, iterations=10)
+    assert sorted(long.snapshots) == long.record.iterations
+    pred, seconds = long.at(10)
+    for key in ("poses", "trans", "betas"):
+        assert torch.allclose(pred[key], short.as_prediction()[key], atol=1e-5), key
+    assert seconds == long.record.seconds[long.record.iterations.index(10)]
+    final, _ = long.at(30)
+    assert torch.equal(final["poses"], long.poses)
+    with pytest.raises(DataError, match="no snapshot"):
+        long.at(7)
+    with pytest.raises(DataError, match="snapshots=True"):
+        short.at(10)
+
+
 def test_unknown_scales_follow_the_curvature(standin):
     from rbmcap.baseline.scaling import unknown_scales
 

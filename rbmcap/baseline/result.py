@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from rbmcap.errors import DataError
+
 
 @dataclass
 class ConvergenceRecord:
@@ -78,6 +80,8 @@ class Solution:
         seconds: solver wall time (initialisation included, recording excluded).
         iterations: optimiser iterations per window; evaluations: objective evaluations in all.
         config: the solver configuration used (plain dict).
+        snapshots: with ``solve(..., snapshots=True)``, the answer (``poses``, ``trans``,
+            ``betas``) at each recorded iteration count; see :meth:`at`.
     """
 
     poses: torch.Tensor
@@ -90,6 +94,7 @@ class Solution:
     iterations: int
     evaluations: int
     config: dict = field(default_factory=dict)
+    snapshots: dict[int, dict[str, torch.Tensor]] | None = None
 
     @property
     def frames(self) -> int:
@@ -103,6 +108,22 @@ class Solution:
         """``poses``/``betas``/``trans`` mapping, as :func:`rbmcap.metrics.evaluate_sequence`
         and the solver's ``init`` take."""
         return {"poses": self.poses, "betas": self.betas, "trans": self.trans}
+
+    def at(self, iterations: int) -> tuple[dict[str, torch.Tensor], float]:
+        """The answer a solve stopped at ``iterations`` (a recorded count) returns, and the
+        seconds it took: (``poses``/``betas``/``trans`` mapping, seconds).
+
+        Raises:
+            DataError: the solve kept no snapshots, or none at that count.
+        """
+        if not self.snapshots or iterations not in self.snapshots:
+            kept = sorted(self.snapshots or ())
+            raise DataError(
+                f"no snapshot at {iterations} iterations (kept: {kept or 'none'}; solve with "
+                "snapshots=True and a recorded count)"
+            )
+        k = self.record.iterations.index(iterations)
+        return dict(self.snapshots[iterations]), self.record.seconds[k]
 
     def summary(self) -> dict:
         """Scalars (JSON-ready): frames, iterations, evaluations, seconds, ms/frame, final MPJPE."""

@@ -58,6 +58,7 @@ class _WindowResult:
     records: list[tuple[int, int, float, float, float]]  # iteration, evals, objective, s, Σmpjpe
     iterations: int
     evaluations: int
+    snapshots: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
 
 
 class Solver:
@@ -110,6 +111,7 @@ class Solver:
         init: Mapping | None = None,
         truth_joints=None,
         iterations: int | None = None,
+        snapshots: bool = False,
     ) -> Solution:
         """Fit one sequence.
 
@@ -124,6 +126,9 @@ class Solver:
                 is missing is estimated from the observations.
             truth_joints: (T, 24, 3) true joints; when given the record holds MPJPE.
             iterations: optimiser iterations per window (default the config's).
+            snapshots: also keep the answer at every recorded iteration count
+                (:meth:`Solution.at`): what a solve stopped there returns, for reading a
+                method off its convergence curve.
 
         Returns:
             :class:`Solution`.
@@ -171,6 +176,7 @@ class Solver:
                     checkpoints,
                     None if truth is None else truth[a:b],
                     context,
+                    keep=snapshots,
                 )
             )
         return self._assemble(results, checkpoints, setup, shape_evals, truth is not None)
@@ -233,7 +239,15 @@ class Solver:
         return _Start(rotmats, trans, betas)
 
     def _optimise(
-        self, obs, start: _Start, betas_free, checkpoints, truth, context, smooth: bool = True
+        self,
+        obs,
+        start: _Start,
+        betas_free,
+        checkpoints,
+        truth,
+        context,
+        smooth: bool = True,
+        keep: bool = False,
     ) -> _WindowResult:
         cfg = self.config
         weights = cfg.weights if smooth else _no_smoothing(cfg.weights)
@@ -286,6 +300,7 @@ class Solver:
         else:
             opt = torch.optim.Adam(params, lr=o.lr)
         records = []
+        kept = [] if keep else None
         done, elapsed, stopped = 0, 0.0, False
         last = None
         for target in checkpoints:
@@ -315,17 +330,19 @@ class Solver:
                 f = float(objective())
                 mp = float("nan")
                 omega, body_pose, trans, betas = unknowns()
+                rm = compose_rotmats(omega, root_base, body_pose)
                 if truth is not None:
-                    rm = compose_rotmats(omega, root_base, body_pose)
                     joints, _ = self.body.pose_joints(rm, betas, trans)
                     mp = float(1e3 * (joints - truth).norm(dim=-1).mean(-1).sum())
+                if kept is not None:
+                    kept.append((rm.clone(), trans.detach().clone(), betas.detach().clone()))
             records.append((target, evals, f, elapsed, mp))
         with torch.no_grad():
             omega, body_pose, trans, betas = unknowns()
             rotmats = compose_rotmats(omega, root_base, body_pose).detach()
             pred_pos, _ = predict_markers(self.body, self.topology, rotmats, betas, trans)
         return _WindowResult(
-            rotmats, trans.detach(), betas.detach(), pred_pos.detach(), records, done, evals
+            rotmats, trans.detach(), betas.detach(), pred_pos.detach(), records, done, evals, kept
         )
 
     def _scales(self, weights, frames: int) -> dict[str, torch.Tensor]:
@@ -378,6 +395,18 @@ class Solver:
         with torch.no_grad():
             joints, _ = self.body.pose_joints(rotmats, betas, trans)
         cpu = {"device": "cpu", "dtype": torch.float32}
+        snapshots = None
+        if results[0].snapshots is not None:
+            snapshots = {
+                it: {
+                    "poses": torch.cat(
+                        [roma.rotmat_to_rotvec(r.snapshots[k][0]) for r in results]
+                    ).to(**cpu),
+                    "trans": torch.cat([r.snapshots[k][1] for r in results]).to(**cpu),
+                    "betas": results[-1].snapshots[k][2].to(**cpu),
+                }
+                for k, it in enumerate(checkpoints)
+            }
         return Solution(
             poses=roma.rotmat_to_rotvec(rotmats).to(**cpu),
             rotmats=rotmats.to(**cpu),
@@ -389,6 +418,7 @@ class Solver:
             iterations=max(r.iterations for r in results),
             evaluations=rec.evaluations[-1],
             config=self.config.to_dict(),
+            snapshots=snapshots,
         )
 
     # ----------------------------------------------------------------------------- helpers

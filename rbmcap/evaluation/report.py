@@ -46,7 +46,9 @@ DEFINITIONS = """\
 - **upper / lower / hands / root**: MPJPE over those joint groups (mm); **betas err.**: mean
   absolute betas difference.
 - **ms/frame**: wall time per frame in this process. The network's is its whole-sequence
-  prediction; a solver's is taken where its MPJPE converged (see the convergence table); the
+  prediction. A baseline is read off its convergence curve at the iteration count where its
+  MPJPE converged (within 2 % of its best; see the convergence table): every metric of its row
+  is its answer there, and its time is the time to get there. The
   hybrid's is its full solver budget plus the network pass that starts it. With the baseline
   run too, the hybrid gets the iterations that fit in a fifth of the baseline's converged time
   (90 % of it planned for), at the baseline's measured cost of its first iterations.

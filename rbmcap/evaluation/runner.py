@@ -13,9 +13,10 @@ Methods (design §7):
   is that a good start reaches the baseline's accuracy in that budget. Otherwise the hybrid
   config's iterations.
 
-Times are wall-clock milliseconds per frame in this process. A solver's time is taken at the
-iteration count where its accuracy has converged (from its convergence record), so a generous
-iteration budget does not count against it.
+Times are wall-clock milliseconds per frame in this process. A baseline is read off its
+convergence curve at the iteration count where its accuracy has converged: its answer there (a
+snapshot, what a solve stopped there returns) and its time there, so a generous iteration budget
+does not count against it and its accuracy and time belong to the same run.
 """
 
 from __future__ import annotations
@@ -130,11 +131,30 @@ def _record(result: MethodResult, body, name, frames, pred, seq, fps, vertices, 
 
 
 def _record_solution(result, body, name, frames, sol, seq, fps, vertices, extra_seconds=0.0):
-    """Record a solver's answer and its convergence; ``extra_seconds`` is added to its time
-    (the hybrid's network pass)."""
+    """Record a solver's final answer and its convergence; ``extra_seconds`` is added to its
+    time (the hybrid's network pass)."""
     result.convergence.append(sol.record.to_dict())
     pred = {k: v.detach().cpu().numpy() for k, v in sol.as_prediction().items()}
     _record(result, body, name, frames, pred, seq, fps, vertices, sol.seconds + extra_seconds)
+
+
+def _record_converged(result: MethodResult, body, solved, sequences, fps, vertices) -> None:
+    """Record a baseline at the iteration count where its accuracy converged over the whole
+    split: each sequence's snapshot and time there. ``solved`` holds (name, frames, solution
+    with snapshots) in the order of ``sequences`` ((name, arrays, frames) items)."""
+    result.convergence = [sol.record.to_dict() for _, _, sol in solved]
+    total = _aggregate(result)
+    if total is None:
+        return
+    at = total.converged_at()
+    for (name, frames, sol), (_, seq, _) in zip(solved, sequences, strict=True):
+        pred, seconds = sol.at(at)
+        pred = {k: v.numpy() for k, v in pred.items()}
+        _record(result, body, name, frames, pred, seq, fps, vertices, seconds)
+    k = total.iterations.index(at)
+    result.iterations = at
+    result.converged_ms_per_frame = total.ms_per_frame[k]
+    result.convergence = [total.to_dict()]
 
 
 def _finish(result: MethodResult) -> MethodResult:
@@ -167,17 +187,6 @@ def _aggregate(result: MethodResult):
         ],
         frames=frames,
     )
-
-
-def _converged_time(result: MethodResult) -> None:
-    """Set the solver's ms/frame at the iteration count where its MPJPE converged."""
-    total = _aggregate(result)
-    if total is None:
-        return
-    k = total.iterations.index(total.converged_at())
-    result.iterations = total.iterations[k]
-    result.converged_ms_per_frame = total.ms_per_frame[k]
-    result.convergence = [total.to_dict()]
 
 
 HYBRID_MARGIN = 0.9
@@ -246,7 +255,7 @@ def evaluate(opts: EvalOptions) -> dict:
         hybrid_solver = Solver(
             body, data.manifest.marker_set, opts.hybrid_config, prior, opts.device
         )
-    network_answers = []
+    network_answers, baseline_runs = [], []
     for name, seq, frames in _sequences(data, opts.max_frames, opts.frames_per_sequence):
         log.info("%s (%d frames)", name, frames)
         obs = (seq["rbm_pos"], seq["rbm_rot"], seq["rbm_valid"])
@@ -257,12 +266,14 @@ def evaluate(opts: EvalOptions) -> dict:
         _record(methods["network"], body, name, frames, net, seq, fps, opts.vertices, dt)
         network_answers.append((name, frames, net, dt))
         if opts.baseline:
-            sol = solver.solve(*obs, fps=fps, truth_joints=seq["joints"])
-            _record_solution(
-                methods["baseline_6dof"], body, name, frames, sol, seq, fps, opts.vertices
-            )
+            sol = solver.solve(*obs, fps=fps, truth_joints=seq["joints"], snapshots=True)
+            baseline_runs.append((name, frames, sol))
     if opts.baseline:
-        _converged_time(methods["baseline_6dof"])
+        again = _sequences(data, opts.max_frames, opts.frames_per_sequence)
+        _record_converged(
+            methods["baseline_6dof"], body, baseline_runs, again, fps, opts.vertices
+        )
+        baseline_runs.clear()
     if opts.hybrid:
         budget = None
         if opts.baseline and opts.hybrid_fraction:
@@ -284,8 +295,6 @@ def evaluate(opts: EvalOptions) -> dict:
             )  # fmt: skip
     if opts.point_data is not None:
         methods["baseline_points"] = _point_baseline(opts, body, prior, fps, methods["network"])
-    if "baseline_points" in methods:
-        _converged_time(methods["baseline_points"])
     if "hybrid" in methods:
         # its time is the whole hybrid budget plus the network pass; the curve is kept to show
         # how the accuracy moves away from the network's answer
@@ -354,14 +363,22 @@ def _point_baseline(opts, body, prior, fps, network: MethodResult) -> MethodResu
         )
     solver = Solver(body, pdata.manifest.marker_set, opts.point_config, prior, opts.device)
     result = MethodResult("baseline_points", f"optimisation ({pdata.manifest.marker_set}, points)")
-    for item in network.sequences:
-        name, frames = item["sequence"], item["frames"]
-        try:
-            seq = {k: np.asarray(v)[:frames] for k, v in pdata.sequence(name).items()}
-        except DataError as exc:
-            raise DataError(f"{opts.point_data}: {exc} (it must hold the same motions)") from exc
-        sol = solver.solve(
-            seq["rbm_pos"], None, seq["rbm_valid"], fps=fps, truth_joints=seq["joints"]
-        )
-        _record_solution(result, body, name, frames, sol, seq, fps, opts.vertices)
+
+    def sequences():
+        for item in network.sequences:
+            name, frames = item["sequence"], item["frames"]
+            try:
+                seq = {k: np.asarray(v)[:frames] for k, v in pdata.sequence(name).items()}
+            except DataError as exc:
+                raise DataError(
+                    f"{opts.point_data}: {exc} (it must hold the same motions)"
+                ) from exc
+            yield name, seq, frames
+
+    solved = [
+        (name, frames, solver.solve(seq["rbm_pos"], None, seq["rbm_valid"], fps=fps,
+                                    truth_joints=seq["joints"], snapshots=True))
+        for name, seq, frames in sequences()
+    ]  # fmt: skip
+    _record_converged(result, body, solved, sequences(), fps, opts.vertices)
     return result

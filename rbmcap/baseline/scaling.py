@@ -85,7 +85,8 @@ def unknown_scales(
     curvature = 2.0 * (dp**2).sum(-1) / sp**2
     if rotations:
         dr = geodesic_angle(pr[:n], pr[n:]) / (2 * STEP)
-        curvature = curvature + 2.0 * (dr**2).sum(-1) / math.radians(weights.rotation_sigma_deg) ** 2
+        sr = math.radians(weights.rotation_sigma_deg)
+        curvature = curvature + 2.0 * (dr**2).sum(-1) / sr**2
     body_c = curvature[3:72] + 2.0 * weights.pose_l2
     if prior is not None and weights.prior > 0:
         precision = (prior._prec_chol.to(dtype) ** 2).sum(-1)  # diag of Σ⁻¹ per component

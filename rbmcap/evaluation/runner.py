@@ -270,9 +270,7 @@ def evaluate(opts: EvalOptions) -> dict:
             baseline_runs.append((name, frames, sol))
     if opts.baseline:
         again = _sequences(data, opts.max_frames, opts.frames_per_sequence)
-        _record_converged(
-            methods["baseline_6dof"], body, baseline_runs, again, fps, opts.vertices
-        )
+        _record_converged(methods["baseline_6dof"], body, baseline_runs, again, fps, opts.vertices)
         baseline_runs.clear()
     if opts.hybrid:
         budget = None

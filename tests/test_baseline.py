@@ -207,6 +207,14 @@ def test_snapshots_are_what_a_shorter_solve_returns(standin, walk):
         short.at(10)
 
 
+def test_prior_precision_diagonal_is_the_mixture_mean():
+    from rbmcap.baseline.prior import GaussianMixturePrior
+
+    covs = torch.stack([torch.diag(torch.tensor([1.0, 4.0, 0.25])), torch.eye(3)])
+    prior = GaussianMixturePrior(torch.tensor([0.5, 0.5]), torch.zeros(2, 3), covs, joints=(1,))
+    assert torch.allclose(prior.precision_diagonal(), torch.tensor([1.0, 0.625, 2.5]))
+
+
 def test_unknown_scales_follow_the_curvature(standin):
     from rbmcap.baseline.scaling import unknown_scales
 

@@ -125,6 +125,12 @@ class GaussianMixturePrior:
 
     __call__ = neg_log_likelihood
 
+    def precision_diagonal(self) -> torch.Tensor:
+        """(D,) the diagonal of Σ_k π_k Σ_k⁻¹ (rad⁻²): the mixture's typical curvature of
+        −log p per dimension, for preconditioning."""
+        per_component = (self._prec_chol**2).sum(-1)  # diag(L Lᵀ) per component
+        return (self.weights[:, None] * per_component).sum(0)
+
     def save(self, path: str | Path) -> Path:
         """Write the ``.npz`` (atomically: a temporary file, then a rename)."""
         path = Path(path)

@@ -89,8 +89,7 @@ def unknown_scales(
         curvature = curvature + 2.0 * (dr**2).sum(-1) / sr**2
     body_c = curvature[3:72] + 2.0 * weights.pose_l2
     if prior is not None and weights.prior > 0:
-        precision = (prior._prec_chol.to(dtype) ** 2).sum(-1)  # diag of Σ⁻¹ per component
-        diag = (prior.weights.to(dtype)[:, None] * precision).sum(0)
+        diag = prior.precision_diagonal().to(dtype)
         full = torch.zeros(69, dtype=dtype, device=device)
         idx = torch.tensor([3 * (j - 1) + c for j in prior.joints for c in range(3)], device=device)
         full[idx] = diag

@@ -165,3 +165,13 @@ def test_errors_print_one_line_and_exit_non_zero(capsys, tmp_path, known_bvh, ar
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("rbmcap: error:") and needle in lines[0]
     assert not (tmp_path / "x.npz").exists()  # nothing half-written
+
+
+def test_procedural_spreads_motions_over_the_given_subjects(capsys, tmp_path):
+    args = ["motion", "procedural", "--num", "3", "--seed", "1", "--kinds", "turn_in_place",
+            "--fps", "30", "--subjects", "3", "--quiet", "--out", str(tmp_path)]  # fmt: skip
+    code, _, _ = run(capsys, *args)
+    assert code == 0
+    assert len(list(tmp_path.rglob("shape.npz"))) == 3
+    code, _, err = run(capsys, *args[:-3], "--subjects", "4", "--out", str(tmp_path / "x"))
+    assert code != 0 and "num_subjects must be between 1 and num (3)" in err

@@ -145,3 +145,10 @@ def test_unknown_kind_is_a_config_error(tmp_path):
         generate("moonwalk", 0)
     with pytest.raises(ConfigError, match="moonwalk"):
         generate_library(tmp_path, 2, seed=0, kinds=["walk", "moonwalk"])
+
+
+def test_subject_count_is_checked(tmp_path):
+    with pytest.raises(ConfigError, match="num_subjects must be between 1 and num"):
+        generate_library(tmp_path, 2, seed=0, num_subjects=3)
+    with pytest.raises(ConfigError, match="num_subjects"):
+        generate_library(tmp_path, 2, seed=0, num_subjects=0)

@@ -62,8 +62,8 @@ class WeightsConfig:
         betas: weight of ‖β‖² (the shape prior), once per sequence.
     """
 
-    position_sigma_mm: float = 10.0
-    rotation_sigma_deg: float = 5.0
+    position_sigma_mm: float = 40.0
+    rotation_sigma_deg: float = 20.0
     prior: float = 0.1
     pose_l2: float = 0.0
     accel_sigma: float = 100.0

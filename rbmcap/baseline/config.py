@@ -41,7 +41,7 @@ class OptimiserConfig:
     """
 
     name: str = "lbfgs"
-    iterations: int = 500
+    iterations: int = 1000
     lr: float = 1.0
     history: int = 50
     tolerance: float = 0.0

@@ -304,7 +304,9 @@ def test_configuration_files_and_overrides():
     assert default == load_solver_config("default", {})  # the file mirrors the dataclasses
     hybrid = load_solver_config("hybrid")
     assert hybrid.optimiser.iterations * 5 <= default.optimiser.iterations
-    assert load_solver_config("points").optimiser.iterations > default.optimiser.iterations
+    points = load_solver_config("points")
+    assert points.optimiser.iterations >= default.optimiser.iterations
+    assert points.weights.position_sigma_mm < default.weights.position_sigma_mm
     cfg = default.merged({"optimiser.iterations": 7, "weights": {"prior": 0.5}})
     assert cfg.optimiser.iterations == 7 and cfg.weights.prior == 0.5
     with pytest.raises(ConfigError, match="unknown"):

@@ -263,9 +263,17 @@ def test_windows_with_warm_start_and_a_shape_stage(standin, walk):
         {"schedule.window": 15, "schedule.shape_frames": 8, "schedule.shape_iterations": 30},
     )
     sol = Solver(standin, "rbm14", config).solve(
-        obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=50
+        obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=50, snapshots=True
     )
     assert sol.record.frames == FRAMES and sol.record.mpjpe_mm[-1] < 10.0
+    # snapshots join the windows: every frame, and the record's MPJPE at that count
+    early, _ = sol.at(20)
+    assert early["poses"].shape == (FRAMES, 24, 3) and early["trans"].shape == (FRAMES, 3)
+    joints, _ = standin.pose_joints(early["poses"], early["betas"], early["trans"])
+    mpjpe = 1e3 * (joints - torch.as_tensor(obs.joints)).norm(dim=-1).mean()
+    k = sol.record.iterations.index(20)
+    assert float(mpjpe) == pytest.approx(sol.record.mpjpe_mm[k], abs=0.05)
+    assert torch.equal(sol.at(50)[0]["poses"], sol.poses)
 
 
 def test_a_relative_tolerance_stops_early(standin, walk):

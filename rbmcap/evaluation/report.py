@@ -51,7 +51,7 @@ DEFINITIONS = """\
   is its answer there, and its time is the time to get there. The
   hybrid's is its full solver budget plus the network pass that starts it. With the baseline
   run too, the hybrid gets the iterations that fit in a fifth of the baseline's converged time
-  (90 % of it planned for), at the baseline's measured cost of its first iterations.
+  (85 % of it planned for), at the baseline's measured cost of its first iterations.
 - Averages are over frames (every frame counts once); per-sequence values are in
   per_sequence.csv."""
 

@@ -189,8 +189,10 @@ def _aggregate(result: MethodResult):
     )
 
 
-HYBRID_MARGIN = 0.9
-"""Share of the hybrid's time budget planned for: timings vary by a few per cent from run to run."""
+HYBRID_MARGIN = 0.85
+"""Share of the hybrid's time budget planned for: timings vary from run to run, and the hybrid's
+iterations cost a few per cent more than the baseline's (planned at 0.9, measured runs took
+0.17–0.20× the baseline's time, one 0.203×)."""
 
 
 def hybrid_budget(baseline: MethodResult, network: MethodResult, fraction: float) -> int:

@@ -72,8 +72,7 @@ def unknown_scales(
         pose[list(prior.joints)] = mean.view(-1, 3)
     # unknowns: 3 root, 69 body, 3 trans, B betas; one + and one − perturbation of each
     n = 75 + nb
-    x = torch.zeros(n, 75 + nb, dtype=dtype, device=device)
-    x[torch.arange(n), torch.arange(n)] = STEP
+    x = STEP * torch.eye(n, dtype=dtype, device=device)
     x = torch.cat([x, -x])
     root = roma.rotvec_to_rotmat(x[:, :3])
     body_pose = pose[1:].flatten() + x[:, 3:72]

@@ -34,8 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--hybrid-fraction",
         type=float,
         default=0.2,
-        help="with --baseline: the hybrid's iterations as this fraction of the baseline's "
-        "converged count (the method's claim: a fifth); 0: the hybrid config's iterations",
+        help="with --baseline: the hybrid gets the iterations that fit in this fraction of the "
+        "baseline's converged time (the method's claim: a fifth); 0: the hybrid config's",
     )
     p.add_argument("--point-config", default="points", help="conf/baseline name or YAML path")
     p.add_argument("--body", default=None, help="body model path (default: the data's stand-in)")

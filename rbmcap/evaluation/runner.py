@@ -138,23 +138,24 @@ def _record_solution(result, body, name, frames, sol, seq, fps, vertices, extra_
     _record(result, body, name, frames, pred, seq, fps, vertices, sol.seconds + extra_seconds)
 
 
-def _record_converged(result: MethodResult, body, solved, sequences, fps, vertices) -> None:
-    """Record a baseline at the iteration count where its accuracy converged over the whole
-    split: each sequence's snapshot and time there. ``solved`` holds (name, frames, solution
-    with snapshots) in the order of ``sequences`` ((name, arrays, frames) items)."""
+def _converge(result: MethodResult, solved) -> int:
+    """Read a baseline off its curve where its accuracy converged over the whole split: sets its
+    iteration count, time and the split's curve, and returns the count. ``solved`` holds
+    (name, frames, solution with snapshots) per sequence."""
     result.convergence = [sol.record.to_dict() for _, _, sol in solved]
     total = _aggregate(result)
-    if total is None:
-        return
     at = total.converged_at()
-    for (name, frames, sol), (_, seq, _) in zip(solved, sequences, strict=True):
-        pred, seconds = sol.at(at)
-        pred = {k: v.numpy() for k, v in pred.items()}
-        _record(result, body, name, frames, pred, seq, fps, vertices, seconds)
-    k = total.iterations.index(at)
     result.iterations = at
-    result.converged_ms_per_frame = total.ms_per_frame[k]
+    result.converged_ms_per_frame = total.ms_per_frame[total.iterations.index(at)]
     result.convergence = [total.to_dict()]
+    return at
+
+
+def _record_snapshot(result, body, name, frames, sol, at, seq, fps, vertices) -> None:
+    """Record a solver's answer and time at ``at`` iterations (its snapshot there)."""
+    pred, seconds = sol.at(at)
+    pred = {k: v.numpy() for k, v in pred.items()}
+    _record(result, body, name, frames, pred, seq, fps, vertices, seconds)
 
 
 def _finish(result: MethodResult) -> MethodResult:
@@ -270,29 +271,32 @@ def evaluate(opts: EvalOptions) -> dict:
         if opts.baseline:
             sol = solver.solve(*obs, fps=fps, truth_joints=seq["joints"], snapshots=True)
             baseline_runs.append((name, frames, sol))
-    if opts.baseline:
+    converged = _converge(methods["baseline_6dof"], baseline_runs) if opts.baseline else None
+    budget = None
+    if opts.hybrid and opts.baseline and opts.hybrid_fraction:
+        budget = hybrid_budget(methods["baseline_6dof"], methods["network"], opts.hybrid_fraction)
+        log.info("hybrid budget: %d iterations (%.2g of the baseline's time)",
+                 budget, opts.hybrid_fraction)  # fmt: skip
+    if opts.baseline or opts.hybrid:
+        # a second pass over the split, in the same order: the baseline's answers where it
+        # converged (known only now), and the hybrid (its budget depends on that)
         again = _sequences(data, opts.max_frames, opts.frames_per_sequence)
-        _record_converged(methods["baseline_6dof"], body, baseline_runs, again, fps, opts.vertices)
-        baseline_runs.clear()
-    if opts.hybrid:
-        budget = None
-        if opts.baseline and opts.hybrid_fraction:
-            budget = hybrid_budget(methods["baseline_6dof"], methods["network"],
-                                   opts.hybrid_fraction)  # fmt: skip
-            log.info("hybrid budget: %d iterations (%.2g of the baseline's time)",
-                     budget, opts.hybrid_fraction)  # fmt: skip
-        again = _sequences(
-            data, opts.max_frames, opts.frames_per_sequence
-        )  # the same order, read a second time
-        for (name, frames, net, dt), (_, seq, _) in zip(network_answers, again, strict=True):
-            obs = (seq["rbm_pos"], seq["rbm_rot"], seq["rbm_valid"])
-            sol = hybrid_solver.solve(
-                *obs, fps=fps, init=net, truth_joints=seq["joints"], iterations=budget
-            )
-            _record_solution(
-                methods["hybrid"], body, name, frames, sol, seq, fps, opts.vertices,
-                extra_seconds=dt,
-            )  # fmt: skip
+        for k, (_, seq, _) in enumerate(again):
+            if opts.baseline:
+                name, frames, sol = baseline_runs[k]
+                _record_snapshot(methods["baseline_6dof"], body, name, frames, sol, converged,
+                                 seq, fps, opts.vertices)  # fmt: skip
+                baseline_runs[k] = None  # its snapshots are no longer needed
+            if opts.hybrid:
+                name, frames, net, dt = network_answers[k]
+                obs = (seq["rbm_pos"], seq["rbm_rot"], seq["rbm_valid"])
+                sol = hybrid_solver.solve(
+                    *obs, fps=fps, init=net, truth_joints=seq["joints"], iterations=budget
+                )
+                _record_solution(
+                    methods["hybrid"], body, name, frames, sol, seq, fps, opts.vertices,
+                    extra_seconds=dt,
+                )  # fmt: skip
     if opts.point_data is not None:
         methods["baseline_points"] = _point_baseline(opts, body, prior, fps, methods["network"])
     if "hybrid" in methods:
@@ -380,5 +384,7 @@ def _point_baseline(opts, body, prior, fps, network: MethodResult) -> MethodResu
                                     truth_joints=seq["joints"], snapshots=True))
         for name, seq, frames in sequences()
     ]  # fmt: skip
-    _record_converged(result, body, solved, sequences(), fps, opts.vertices)
+    converged = _converge(result, solved)
+    for (name, frames, sol), (_, seq, _) in zip(solved, sequences(), strict=True):
+        _record_snapshot(result, body, name, frames, sol, converged, seq, fps, opts.vertices)
     return result

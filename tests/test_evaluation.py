@@ -29,11 +29,12 @@ def test_eval_writes_the_report_for_every_method(checkpoint, tiny_dataset, tmp_p
     out = tmp_path / "eval"
     code = main(["eval", "--ckpt", str(checkpoint), "--data", str(tiny_dataset), "--split", "test",
                  "--baseline", "--hybrid", "--max-frames", "40", "--frames-per-sequence", "25",
-                 "--solver-config", "default",
+                 "--solver-config", "default", "--hybrid-start-error", "0", "1",
                  "--out", str(out), "--json"])  # fmt: skip
     assert code == 0
     metrics = json.loads(capsys.readouterr().out)
-    assert set(metrics["methods"]) == {"network", "baseline_6dof", "hybrid"}
+    oracles = {"hybrid_start_0", "hybrid_start_1"}
+    assert set(metrics["methods"]) == {"network", "baseline_6dof", "hybrid"} | oracles
     for name, m in metrics["methods"].items():
         assert m["frames"] == 40 and m["sequences"] == 2, name  # 25 + the second's first 15
         for key in ("mpjpe_mm", "pa_mpjpe_mm", "joint_rotation_deg", "v2v_mm", "ms_per_frame"):
@@ -54,8 +55,17 @@ def test_eval_writes_the_report_for_every_method(checkpoint, tiny_dataset, tmp_p
     assert 1 <= hybrid["iterations"] <= max(1, metrics["methods"]["baseline_6dof"]["iterations"])
     claims = {c["claim"]: c for c in metrics["claims"]}
     assert any(k.startswith("hybrid time") for k in claims) and "claims on this data" in report
+    # oracle starts: 0 is the truth, 1 the network's own answer; same budget as the hybrid
+    zero, one = (metrics["methods"][k] for k in sorted(oracles))
+    assert zero["convergence"][0]["mpjpe_mm"][0] < 1e-2
+    assert one["convergence"][0]["mpjpe_mm"] == pytest.approx(
+        hybrid["convergence"][0]["mpjpe_mm"], rel=1e-3, abs=1e-3
+    )
+    assert zero["iterations"] == one["iterations"] == hybrid["iterations"]
+    assert [claims[k]["holds"] for k in claims if k.startswith("study")] == [None, None]
+    assert "oracle start" in report
     rows = list(csv.DictReader(open(out / "per_sequence.csv")))
-    assert {r["method"] for r in rows} == {"network", "baseline_6dof", "hybrid"}
+    assert {r["method"] for r in rows} == {"network", "baseline_6dof", "hybrid"} | oracles
     for png in ("per_joint_error.png", "error_over_time.png", "speed_vs_accuracy.png"):
         assert (out / png).stat().st_size > 5000
 
@@ -68,6 +78,7 @@ def test_eval_writes_the_report_for_every_method(checkpoint, tiny_dataset, tmp_p
         (["--max-frames", "0"], "must be positive"),
         (["--hybrid-fraction", "2"], "expected 0 … 1"),
         (["--frames-per-sequence", "-3"], "must be positive"),
+        (["--hybrid-start-error", "0.5"], "needs --hybrid"),
     ],
 )
 def test_eval_bad_input_is_one_line(checkpoint, tiny_dataset, tmp_path, capsys, extra, needle):
@@ -125,3 +136,35 @@ def test_hybrid_budget_fits_a_fifth_of_the_baseline_time():
     base.convergence[0]["ms_per_frame"] = [1.0, 4.0, 21.0, 31.0]  # 3 ms over the first 50
     assert hybrid_budget(base, net, 0.4) == 50 + int((0.85 * 0.4 * 21 - 0.5 - 3) / (17 / 50))
     assert hybrid_budget(base, net, 0.01) == 1
+
+
+def test_oracle_start_scales_the_network_error():
+    import numpy as np
+    import roma
+    import torch
+
+    from rbmcap.evaluation.oracle import scaled_error_start
+
+    rng = np.random.default_rng(0)
+    truth = {"poses": rng.normal(0, 0.5, (5, 24, 3)), "betas": rng.normal(size=10),
+             "trans": rng.normal(size=(5, 3))}  # fmt: skip
+    net = {"poses": truth["poses"] + rng.normal(0, 0.2, (5, 24, 3)),
+           "betas": rng.normal(size=16), "trans": truth["trans"] + 0.1}  # fmt: skip
+
+    def angle(a, b):
+        ra, rb = (roma.rotvec_to_rotmat(torch.as_tensor(x, dtype=torch.float64)) for x in (a, b))
+        return roma.rotmat_geodesic_distance(ra, rb).numpy()
+
+    for f, ref in ((0.0, truth), (1.0, net)):
+        got = scaled_error_start(net, truth, f)
+        assert angle(got["poses"], ref["poses"]).max() < 1e-5
+        np.testing.assert_allclose(got["trans"], ref["trans"], atol=1e-6)
+    half = scaled_error_start(net, truth, 0.5)
+    # geodesic: half the angle to the truth, and the other half to the network
+    full = angle(net["poses"], truth["poses"])
+    np.testing.assert_allclose(angle(half["poses"], truth["poses"]), full / 2, atol=1e-5)
+    np.testing.assert_allclose(angle(half["poses"], net["poses"]), full / 2, atol=1e-5)
+    # betas of different lengths: the shorter is zero-padded
+    assert half["betas"].shape == (16,)
+    np.testing.assert_allclose(half["betas"][10:], net["betas"][10:] / 2, atol=1e-6)
+    np.testing.assert_allclose(half["trans"], truth["trans"] + 0.05, atol=1e-6)

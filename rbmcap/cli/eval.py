@@ -37,6 +37,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --baseline: the hybrid gets the iterations that fit in this fraction of the "
         "baseline's converged time (the method's claim: a fifth); 0: the hybrid config's",
     )
+    p.add_argument(
+        "--hybrid-start-error",
+        type=float,
+        nargs="+",
+        default=[],
+        metavar="F",
+        help="with --hybrid: also run it, same budget, from oracle starts with F times the "
+        "network's error (truth + F·(network − truth)): what network the hybrid claim needs",
+    )
     p.add_argument("--point-config", default="points", help="conf/baseline name or YAML path")
     p.add_argument("--body", default=None, help="body model path (default: the data's stand-in)")
     p.add_argument("--max-frames", type=int, default=None, help="frames to evaluate at most")
@@ -64,6 +73,10 @@ def _run(args) -> int:
             raise ConfigError(f"{flag} {value}: must be positive")
     if not 0 <= args.hybrid_fraction <= 1:
         raise ConfigError(f"--hybrid-fraction {args.hybrid_fraction}: expected 0 … 1")
+    if args.hybrid_start_error and not args.hybrid:
+        raise ConfigError("--hybrid-start-error needs --hybrid")
+    if any(f < 0 for f in args.hybrid_start_error):
+        raise ConfigError(f"--hybrid-start-error {args.hybrid_start_error}: must be ≥ 0")
     if not args.json:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     opts = EvalOptions(
@@ -79,6 +92,7 @@ def _run(args) -> int:
         solver_config=args.solver_config,
         hybrid_config=args.hybrid_config,
         hybrid_fraction=args.hybrid_fraction,
+        start_errors=tuple(dict.fromkeys(args.hybrid_start_error)),
         point_config=args.point_config,
         device=args.device,
         vertices=not args.no_vertices,

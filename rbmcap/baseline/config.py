@@ -66,7 +66,7 @@ class WeightsConfig:
     rotation_sigma_deg: float = 20.0
     prior: float = 0.1
     pose_l2: float = 0.0
-    accel_sigma: float = 100.0
+    accel_sigma: float = 300.0
     betas: float = 1.0
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rbmcap.evaluation.runner import MethodResult
+from rbmcap.evaluation.runner import ORACLE_PREFIX, MethodResult
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 TABLE = (
@@ -119,8 +119,8 @@ def claims(averages: dict[str, dict]) -> list[dict]:
         out.append({"claim": f"hybrid time ≤ {HYBRID_TIME_FRACTION:g} × baseline_6dof time",
                     "value": fraction, "holds": fraction <= HYBRID_TIME_FRACTION})  # fmt: skip
     for key, h in averages.items():
-        if key.startswith("hybrid_start_") and "baseline_6dof" in averages:
-            out.append({"claim": f"study: hybrid from {key.removeprefix('hybrid_start_')} × the "
+        if key.startswith(ORACLE_PREFIX) and "baseline_6dof" in averages:
+            out.append({"claim": f"study: hybrid from {key.removeprefix(ORACLE_PREFIX)} × the "
                                  "network's error, same budget, MPJPE vs baseline_6dof (mm)",
                         "value": [h["mpjpe_mm"], averages["baseline_6dof"]["mpjpe_mm"]],
                         "holds": None})  # fmt: skip
@@ -206,7 +206,7 @@ def _markdown(metrics, methods, averages, plots) -> str:
             f"from the network's answer; it runs all {m.iterations}"
             if m.name == "hybrid"
             else f"from its oracle start; it runs all {m.iterations}"
-            if m.name.startswith("hybrid")
+            if m.name.startswith(ORACLE_PREFIX)
             else f"converged at {m.iterations}"
         )
         lines += [

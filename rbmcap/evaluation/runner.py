@@ -194,10 +194,14 @@ def _aggregate(result: MethodResult):
     )
 
 
+ORACLE_PREFIX = "hybrid_start_"
+"""Method keys of the hybrid from oracle starts: this prefix and the fraction."""
+
+
 def oracle_key(fraction: float) -> str:
     """The method key of the hybrid from an oracle start with ``fraction`` × the network's
     error."""
-    return f"hybrid_start_{fraction:g}"
+    return f"{ORACLE_PREFIX}{fraction:g}"
 
 
 HYBRID_MARGIN = 0.85

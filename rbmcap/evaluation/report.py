@@ -202,13 +202,12 @@ def _markdown(metrics, methods, averages, plots) -> str:
         if not m.convergence:
             continue
         c = m.convergence[0]
-        how = (
-            f"from the network's answer; it runs all {m.iterations}"
-            if m.name == "hybrid"
-            else f"from its oracle start; it runs all {m.iterations}"
-            if m.name.startswith(ORACLE_PREFIX)
-            else f"converged at {m.iterations}"
-        )
+        if m.name == "hybrid":
+            how = f"from the network's answer; it runs all {m.iterations}"
+        elif m.name.startswith(ORACLE_PREFIX):
+            how = f"from its oracle start; it runs all {m.iterations}"
+        else:
+            how = f"converged at {m.iterations}"
         lines += [
             "",
             f"**Convergence of {m.label}** (MPJPE against solver iterations; {how} iterations):",

@@ -308,9 +308,11 @@ def evaluate(opts: EvalOptions) -> dict:
             if opts.hybrid:
                 name, frames, net, dt = network_answers[k]
                 obs = (seq["rbm_pos"], seq["rbm_rot"], seq["rbm_valid"])
+                truth = _truth(seq)
                 starts = {"hybrid": net}
-                for f in opts.start_errors:
-                    starts[oracle_key(f)] = scaled_error_start(net, _truth(seq), f)
+                starts.update(
+                    (oracle_key(f), scaled_error_start(net, truth, f)) for f in opts.start_errors
+                )
                 for key, start in starts.items():
                     sol = hybrid_solver.solve(
                         *obs, fps=fps, init=start, truth_joints=seq["joints"], iterations=budget

@@ -1,8 +1,15 @@
-"""Locate and read the YAML data files rbmcap ships under ``conf/`` (marker sets, realism presets,
-solver configs, joint limits and maps) or that users pass as paths."""
+"""Locate and read the YAML data rbmcap ships inside the package (``rbmcap/conf/``: marker sets,
+realism presets, solver configs, joint limits and maps, and the Hydra training tree) or that users
+pass as paths.
+
+Everything is found through :func:`conf_dir`, which asks ``importlib.resources`` where the
+installed package keeps its data, so an editable checkout and a wheel behave the same from any
+working directory.
+"""
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -10,25 +17,44 @@ import yaml
 
 from rbmcap.errors import ConfigError
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-"""The repository's configuration tree (``conf/``)."""
+HYDRA_CONFIG_MODULE = "rbmcap.conf"
+"""The Hydra config tree as a module (``initialize_config_module`` / ``pkg://rbmcap.conf``)."""
+
+
+def conf_dir() -> Path:
+    """The packaged configuration tree (``rbmcap/conf``) as a directory on disk.
+
+    Wheels and editable installs both unpack the package onto the file system, so the resource
+    is a real directory; Hydra's ``initialize_config_dir`` and ``hydra.main`` can be given it.
+    """
+    path = Path(str(resources.files("rbmcap") / "conf"))
+    if not path.is_dir():
+        raise ConfigError(f"{path}: rbmcap's packaged configuration is missing (broken install?)")
+    return path
 
 
 def conf_file(*parts: str) -> Path:
-    """Path of a file under ``conf/`` (e.g. ``conf_file("motion", "joint_limits.yaml")``)."""
-    path = CONF_DIR.joinpath(*parts)
+    """Path of a packaged file under ``rbmcap/conf/`` (``conf_file("motion", "joint_limits.yaml")``)."""
+    path = conf_dir().joinpath(*parts)
     if not path.is_file():
-        raise ConfigError(f"{path}: configuration file not found (expected under {CONF_DIR})")
+        raise ConfigError(f"{path}: configuration file not found (expected under {conf_dir()})")
     return path
+
+
+def conf_names(group: str) -> list[str]:
+    """Names of the packaged YAML files of a group (``conf_names("markers")`` → ``["moshpp53", …]``)."""
+    return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
 
 
 def load_yaml_mapping(path: str | Path) -> dict[str, Any]:
     """Read a YAML file whose top level must be a mapping."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
     try:
@@ -41,7 +67,7 @@ def load_yaml_mapping(path: str | Path) -> dict[str, Any]:
 
 
 def named_yaml(name_or_path: str | Path, group: str, what: str) -> Path:
-    """A YAML file given by name (``conf/<group>/<name>.yaml``) or by path.
+    """A YAML file given by name (packaged ``rbmcap/conf/<group>/<name>.yaml``) or by path.
 
     Raises ConfigError naming the known names when neither exists.
     """
@@ -51,8 +77,8 @@ def named_yaml(name_or_path: str | Path, group: str, what: str) -> Path:
         if not path.is_file():
             raise ConfigError(f"{path}: {what} file not found")
         return path
-    path = CONF_DIR / group / f"{text}.yaml"
+    path = conf_dir() / group / f"{text}.yaml"
     if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml")))
+        known = ", ".join(conf_names(group))
         raise ConfigError(f"unknown {what} {text!r}; known: {known} (or a YAML path)")
     return path

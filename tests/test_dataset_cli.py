@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from rbmcap.cli.main import main
+from rbmcap.configfiles import conf_dir
 
 
 def _write_motion(path: Path, frames: int, seed: int, nan: bool = False) -> None:
@@ -153,15 +154,11 @@ def test_shards_merge_and_verify_from_the_cli(motions, dataset, tmp_path, capsys
 
 
 def test_hydra_twin_writes_the_same_dataset_as_the_cli(dataset, motions, tmp_path):
-    import importlib.util
-
     from hydra import compose, initialize_config_dir
 
-    repo = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("synthesize", repo / "data_prep/synthesize.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    with initialize_config_dir(config_dir=str(repo / "conf"), version_base="1.3"):
+    from rbmcap.dataset.app import synthesize
+
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose(
             config_name="data_prep/synthesize",
             overrides=[
@@ -171,7 +168,7 @@ def test_hydra_twin_writes_the_same_dataset_as_the_cli(dataset, motions, tmp_pat
                 "progress=false",
             ],
         )
-    info = module.synthesize(cfg, tmp_path / "run")
+    info = synthesize(cfg, tmp_path / "run")
     out = tmp_path / "run" / "dataset"
     assert json.loads((tmp_path / "run" / "dataset_info.json").read_text()) == info
     for f in ("manifest.json", "train/rbm_pos.npy", "val/rbm_valid.npy"):

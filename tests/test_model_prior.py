@@ -10,6 +10,7 @@ import torch
 
 from rbmcap.body.joints import JointModel
 from rbmcap.body.poses import stride_pose
+from rbmcap.configfiles import conf_dir
 from rbmcap.markers.markerset import load_marker_set
 from rbmcap.markers.synth import Synthesizer
 from rbmcap.model.prior import KinematicPrior, fill_gaps, nearest_seen
@@ -79,7 +80,7 @@ def test_untrained_regressor_answers_with_the_prior(standin):
 
     from rbmcap.training.run import build_model
 
-    conf = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "conf")
+    conf = str(conf_dir())
     with initialize_config_dir(config_dir=conf, version_base="1.3"):
         cfg = compose("train", overrides=["experiment=demo"])
     model = build_model(cfg, standin, load_marker_set("rbm14")).eval()

@@ -11,13 +11,15 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from rbmcap.configfiles import conf_dir
+
 from rbmcap.body.joints import JointModel
 from rbmcap.markers.markerset import load_marker_set
 from rbmcap.training.data import RBMDataModule
 from rbmcap.training.module import RBMRegressor
 from rbmcap.training.run import marker_description, plate_rest_frames
 
-CONF = str(Path(__file__).resolve().parents[1] / "conf")
+CONF = str(conf_dir())
 SMALL = {
     "mlp": {"hidden_dim": 64, "num_blocks": 2},
     "bigru": {"hidden_dim": 32, "num_layers": 1},

@@ -12,11 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rbmcap.configfiles import CONF_DIR as CONF_ROOT
-from rbmcap.configfiles import load_yaml_mapping, named_yaml
+from rbmcap.configfiles import conf_names, load_yaml_mapping, named_yaml
 from rbmcap.errors import ConfigError
 
-CONF_DIR = CONF_ROOT / "baseline"
 OPTIMISERS = ("lbfgs", "adam")
 INITS = ("kinematic", "rest")
 
@@ -144,7 +142,7 @@ class SolverConfig:
 
 def available_configs() -> list[str]:
     """Names of the configurations shipped under ``conf/baseline/``."""
-    return sorted(p.stem for p in CONF_DIR.glob("*.yaml"))
+    return conf_names("baseline")
 
 
 def load_solver_config(

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+from rbmcap.configfiles import conf_dir
 
 
 def _batch(body, markers, batch: int, window: int) -> dict[str, torch.Tensor]:
@@ -45,7 +45,7 @@ def run(quick: bool = False) -> dict:
     from rbmcap.markers.markerset import load_marker_set
     from rbmcap.training.run import build_model
 
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose("train")
     body = load_body_model(str(cfg.data.body))
     markers = load_marker_set(str(cfg.markers.name))

@@ -127,13 +127,13 @@ def _train(out: Path, seed: int) -> dict:
 
     from hydra import compose, initialize_config_dir
 
+    from rbmcap.configfiles import conf_dir
     from rbmcap.training.run import train
 
     shutil.rmtree(out / "train", ignore_errors=True)  # a rerun replaces the previous demo run
     logging.basicConfig(level=logging.INFO, format="   %(message)s")
-    conf = Path(__file__).resolve().parents[2] / "conf"
     overrides = ["experiment=demo", f"seed={seed}", f"paths.root_dir={out}",
                  "trainer.enable_progress_bar=false"]  # fmt: skip
-    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose("train", overrides=overrides)
     return train(cfg, out / "train")

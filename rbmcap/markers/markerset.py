@@ -22,11 +22,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-from rbmcap.configfiles import CONF_DIR, named_yaml
+from rbmcap.configfiles import conf_dir, conf_names, named_yaml
 from rbmcap.errors import ConfigError, ModelError
 from rbmcap.markers.anchors import Anchor, resolve_anchors
 
-MARKERS_DIR = CONF_DIR / "markers"
 KINDS = ("rbm", "point")
 SMPL_NUM_VERTICES = 6890
 
@@ -172,7 +171,7 @@ class MarkerSet:
 
 def available_marker_sets() -> list[str]:
     """Names of the marker sets shipped under ``conf/markers/``."""
-    return sorted(p.stem for p in MARKERS_DIR.glob("*.yaml"))
+    return conf_names("markers")
 
 
 def load_marker_set(spec: str | Path | Mapping[str, Any] | MarkerSet) -> MarkerSet:
@@ -188,7 +187,7 @@ def load_marker_set(spec: str | Path | Mapping[str, Any] | MarkerSet) -> MarkerS
     if isinstance(spec, Mapping):
         data = dict(spec)
         if "base" in data:
-            return _from_base(data, MARKERS_DIR / "<mapping>", seen=())
+            return _from_base(data, conf_dir() / "markers" / "<mapping>", seen=())
         return parse_marker_set(data, source="", default_name=str(data.get("name", "markers")))
     return _load(spec, seen=())
 

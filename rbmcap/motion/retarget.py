@@ -32,7 +32,7 @@ import roma
 import torch
 from scipy.ndimage import gaussian_filter1d
 
-from rbmcap.configfiles import CONF_DIR, load_yaml_mapping
+from rbmcap.configfiles import conf_dir, load_yaml_mapping
 from rbmcap.errors import ConfigError, FormatError
 from rbmcap.motion.bvh import BVH, read_bvh
 from rbmcap.motion.kinematics import FOOT_JOINTS, MotionKinematics
@@ -40,7 +40,6 @@ from rbmcap.motion.rotations import rotation_between, rotmat_slerp_pairwise
 from rbmcap.motion.smpl_motion import SMPLMotion
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
-JOINT_MAP_DIR = CONF_DIR / "joint_maps"
 DEFAULT_JOINT_MAP = "cmu"
 FLOOR_MODES = ("contacts", "constant", "bvh")
 CONTACT_SPEED = 0.2  # m/s: a supporting foot slower than this is planted
@@ -90,7 +89,7 @@ class JointMap:
         """Load a joint map from a YAML path, or by name from ``conf/joint_maps/<name>.yaml``."""
         path = Path(spec)
         if not path.is_file() and path.suffix == "" and len(path.parts) == 1:
-            path = JOINT_MAP_DIR / f"{spec}.yaml"
+            path = conf_dir() / "joint_maps" / f"{spec}.yaml"
         data = load_yaml_mapping(path)
         joints = data.get("joints")
         if not isinstance(joints, dict) or not all(

@@ -13,10 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rbmcap.configfiles import CONF_DIR, load_yaml_mapping, named_yaml
+from rbmcap.configfiles import conf_names, load_yaml_mapping, named_yaml
 from rbmcap.errors import ConfigError
-
-REALISM_DIR = CONF_DIR / "realism"
 
 
 @dataclass(frozen=True)
@@ -154,7 +152,7 @@ def _group(group_cls, values: dict[str, Any], where: str):
 
 def available_realism() -> list[str]:
     """Names of the shipped presets."""
-    return sorted(p.stem for p in REALISM_DIR.glob("*.yaml"))
+    return conf_names("realism")
 
 
 def load_realism(name_or_path: str | Path | dict | RealismConfig) -> RealismConfig:

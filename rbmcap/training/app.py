@@ -1,0 +1,30 @@
+"""The Hydra application behind ``train.py`` and the ``rbmcap-train`` command.
+
+The configuration tree is the packaged ``rbmcap/conf`` (``pkg://rbmcap.conf``), so training runs
+from any working directory and from an installed wheel.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from rbmcap.configfiles import HYDRA_CONFIG_MODULE
+from rbmcap.errors import RBMCapError
+
+
+@hydra.main(version_base="1.3", config_path=f"pkg://{HYDRA_CONFIG_MODULE}", config_name="train")
+def main(cfg: DictConfig) -> None:
+    """Train as ``cfg`` says; print the result as JSON, or one error line and exit 2."""
+    from rbmcap.training.run import train
+
+    try:
+        result = train(cfg, HydraConfig.get().runtime.output_dir)
+    except RBMCapError as exc:
+        print(f"train: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    print(json.dumps(result, indent=2))

@@ -34,7 +34,7 @@ def conf_dir() -> Path:
 
 
 def conf_file(*parts: str) -> Path:
-    """Path of a packaged file under ``rbmcap/conf/`` (``conf_file("motion", "joint_limits.yaml")``)."""
+    """Path of a packaged file: ``conf_file("motion", "joint_limits.yaml")``."""
     path = conf_dir().joinpath(*parts)
     if not path.is_file():
         raise ConfigError(f"{path}: configuration file not found (expected under {conf_dir()})")
@@ -42,7 +42,7 @@ def conf_file(*parts: str) -> Path:
 
 
 def conf_names(group: str) -> list[str]:
-    """Names of the packaged YAML files of a group (``conf_names("markers")`` → ``["moshpp53", …]``)."""
+    """Names of a group's packaged YAML files: ``conf_names("markers")`` → ``["moshpp53", …]``."""
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
 
 

@@ -11,9 +11,8 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from rbmcap.configfiles import conf_dir
-
 from rbmcap.body.joints import JointModel
+from rbmcap.configfiles import conf_dir
 from rbmcap.markers.markerset import load_marker_set
 from rbmcap.training.data import RBMDataModule
 from rbmcap.training.module import RBMRegressor

@@ -9,7 +9,6 @@ transformer, geodesic loss, Adam) is built on the stand-in body; full optimisati
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import torch

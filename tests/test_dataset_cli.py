@@ -99,7 +99,7 @@ def test_dataset_info_json(dataset, capsys):
     [
         (["--markers", "rbm99"], "unknown marker set 'rbm99'"),
         (["--realism", "wild"], "unknown realism preset 'wild'"),
-        (["--shard", "3/2"], "shard '3/2'"),
+        (["--shard", "3/2"], "shard='3/2'"),
         (["--realism", "harsh"], "another configuration"),
     ],
 )
@@ -173,3 +173,117 @@ def test_hydra_twin_writes_the_same_dataset_as_the_cli(dataset, motions, tmp_pat
     assert json.loads((tmp_path / "run" / "dataset_info.json").read_text()) == info
     for f in ("manifest.json", "train/rbm_pos.npy", "val/rbm_valid.npy"):
         assert (out / f).read_bytes() == (dataset / f).read_bytes()
+
+
+# ------------------------------------------------------------------ one source of truth
+def _hydra_options(tmp_path, overrides: list[str]):
+    """SynthOptions as the Hydra twin builds them from its composed configuration."""
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from rbmcap.configfiles import HYDRA_CONFIG_MODULE
+    from rbmcap.dataset import SynthOptions
+    from rbmcap.dataset.app import register_configs
+
+    register_configs()
+    with initialize_config_module(config_module=HYDRA_CONFIG_MODULE, version_base="1.3"):
+        cfg = compose(config_name="data_prep/synthesize", overrides=overrides)
+    values = OmegaConf.to_container(cfg, resolve=True)
+    values["out"] = values["out"] or tmp_path / "out"
+    return SynthOptions.from_mapping(values)
+
+
+def _cli_options(argv: list[str]):
+    from rbmcap.cli.main import build_parser
+    from rbmcap.cli.synth import options_from_args
+
+    return options_from_args(build_parser().parse_args(["synth", *argv]))
+
+
+def _resolved(options) -> dict:
+    """Options as plain data, with the marker set and realism preset loaded (the Hydra twin
+    holds them as config-group mappings, the CLI by name)."""
+    import dataclasses
+
+    from rbmcap.markers import load_marker_set
+    from rbmcap.markers.realism import load_realism
+
+    values = dataclasses.asdict(options)
+    values["markers"] = load_marker_set(options.markers).to_dict()
+    values["realism"] = load_realism(options.realism).to_dict()
+    return values
+
+
+def test_cli_hydra_and_library_defaults_are_the_same_options(tmp_path):
+    from rbmcap.dataset import SynthOptions
+
+    motions, out = tmp_path / "m", tmp_path / "out"
+    library = SynthOptions(motions=motions, out=out)
+    cli = _cli_options(["--motions", str(motions), "--out", str(out)])
+    hydra = _hydra_options(tmp_path, [f"motions={motions}"])
+    assert cli == library
+    assert _resolved(hydra) == _resolved(library)
+    assert library.markers == "rbm14" and library.realism == "none"  # what `resolved` compared
+    assert isinstance(hydra.markers, dict) and hydra.markers["name"] == "rbm14"
+
+
+def test_cli_and_hydra_options_agree_when_set(tmp_path):
+    motions, out = tmp_path / "m", tmp_path / "out"
+    cli = _cli_options(
+        ["--motions", str(motions), "--out", str(out), "--fps", "30", "--seed", "7",
+         "--shard", "1/4", "--markers", "rbm_a", "--realism", "harsh", "--no-progress"]
+    )  # fmt: skip
+    hydra = _hydra_options(
+        tmp_path,
+        [f"motions={motions}", f"out={out}", "fps=30", "seed=7", "shard=1/4", "markers=rbm_a",
+         "realism=harsh", "progress=false"],
+    )  # fmt: skip
+    assert _resolved(cli) == _resolved(hydra)
+    assert cli.shard == (1, 4) and cli.fps == 30.0 and cli.progress is False
+
+
+@pytest.mark.parametrize(
+    ("field", "cli_value", "message"),
+    [
+        ("fps", "-5", "fps=-5.0"),
+        ("workers", "0", "workers=0"),
+        ("shard", "4/4", "shard='4/4'"),
+    ],
+)
+def test_a_bad_value_is_one_config_error_from_each_entry_point(
+    field, cli_value, message, tmp_path, capsys
+):
+    from rbmcap.dataset import SynthOptions
+    from rbmcap.dataset.app import synthesize
+    from rbmcap.errors import ConfigError
+
+    motions, out = tmp_path / "m", tmp_path / "out"
+    value = {"fps": -5.0, "workers": 0, "shard": "4/4"}[field]
+    with pytest.raises(ConfigError, match=message):
+        SynthOptions(motions=motions, out=out, **{field: value})
+
+    flag = f"--{field}"
+    capsys.readouterr()
+    assert main(["synth", "--motions", str(motions), "--out", str(out), flag, cli_value]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rbmcap: error:") and message in err and err.count("\n") == 1
+
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(config_module="rbmcap.conf", version_base="1.3"):
+        cfg = compose(
+            config_name="data_prep/synthesize", overrides=[f"motions={motions}", f"{field}={value}"]
+        )
+    with pytest.raises(ConfigError, match=message):
+        synthesize(cfg, tmp_path / "run")
+    assert not out.exists() and not (tmp_path / "run" / "dataset").exists()
+
+
+def test_options_refuse_wrong_types_naming_the_field(tmp_path):
+    from rbmcap.dataset import SynthOptions
+    from rbmcap.errors import ConfigError
+
+    for field, value in [("gender", "other"), ("seed", 1.5), ("seed", "1"), ("progress", "yes"),
+                         ("fps", float("nan")), ("markers", ""), ("motions", "")]:  # fmt: skip
+        with pytest.raises(ConfigError, match=f"^{field}="):
+            SynthOptions(**{"motions": tmp_path, "out": tmp_path / "o", field: value})

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rbmcap.dataset import SynthOptions, parse_shard, synthesize_dataset
+from rbmcap.dataset import SynthOptions, synthesize_dataset
+from rbmcap.dataset.options import GENDERS
+
+_DEFAULTS = SynthOptions.defaults()  # the one place the defaults live
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,39 +24,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--motions", required=True, help="folder of AMASS-style *_poses.npz (or a file)")
     p.add_argument("--out", required=True, help="dataset folder to write")
-    p.add_argument("--body", default="standin", help="'standin' or a model file/folder")
-    p.add_argument("--gender", default="neutral", choices=("neutral", "male", "female"))
-    p.add_argument("--markers", default="rbm14", help="marker set name or YAML path")
-    p.add_argument("--realism", default="none", help="none, realistic, harsh or a YAML path")
-    p.add_argument("--fps", type=float, default=60.0, help="frame rate of the output (Hz)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the realism models")
-    p.add_argument("--workers", type=int, default=1, help="worker processes")
-    p.add_argument("--shard", default=None, help="i/n: do the i-th of n shards (0-based)")
+    d = _DEFAULTS
+    p.add_argument("--body", default=d["body"], help="'standin' or a model file/folder")
+    p.add_argument("--gender", default=d["gender"], choices=GENDERS)
+    p.add_argument("--markers", default=d["markers"], help="marker set name or YAML path")
+    p.add_argument("--realism", default=d["realism"], help="none, realistic, harsh or a YAML path")
+    p.add_argument("--fps", type=float, default=d["fps"], help="frame rate of the output (Hz)")
+    p.add_argument("--seed", type=int, default=d["seed"], help="seed of the realism models")
+    p.add_argument("--workers", type=int, default=d["workers"], help="worker processes")
+    p.add_argument("--shard", default=d["shard"], help="i/n: do the i-th of n shards (0-based)")
     p.add_argument(
         "--split-lists",
-        default=None,
+        default=d["split_lists"],
         help="folder with train.txt/val.txt/test.txt (default: lists in --motions, "
         "else AMASS's recommended split)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        default=d["progress"],
+        help="no progress bar",
+    )
     p.set_defaults(func=_run)
 
 
+def options_from_args(args: argparse.Namespace) -> SynthOptions:
+    """The parsed command line as :class:`SynthOptions` (which checks every value)."""
+    return SynthOptions.from_mapping(vars(args))
+
+
 def _run(args: argparse.Namespace) -> int:
-    options = SynthOptions(
-        motions=args.motions,
-        out=args.out,
-        body=args.body,
-        gender=args.gender,
-        markers=args.markers,
-        realism=args.realism,
-        fps=args.fps,
-        seed=args.seed,
-        workers=args.workers,
-        shard=parse_shard(args.shard) if args.shard else None,
-        split_lists=args.split_lists,
-        progress=not args.no_progress,
-    )
+    options = options_from_args(args)
     report = synthesize_dataset(options)
     m = report.manifest
     splits = ", ".join(

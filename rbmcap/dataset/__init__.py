@@ -4,9 +4,10 @@ Write with :func:`synthesize_dataset` (``rbmcap synth``), merge shards with
 :func:`merge_datasets`, read with :class:`RBMDataset`.
 """
 
-from rbmcap.dataset.build import SynthOptions, SynthReport, parse_shard, synthesize_dataset
+from rbmcap.dataset.build import SynthReport, synthesize_dataset
 from rbmcap.dataset.manifest import ARRAY_DTYPES, FORMAT_VERSION, Manifest, SequenceEntry
 from rbmcap.dataset.merge import merge_datasets
+from rbmcap.dataset.options import SynthOptions, parse_shard
 from rbmcap.dataset.reader import RBMDataset, Windows, dataset_info
 
 __all__ = [

@@ -5,7 +5,9 @@
     rbmcap-synthesize motions=data/amass shard=3/16 out=data/amass_rbm14_s3
     rbmcap-synthesize -m motions=data/amass markers=rbm_a,rbm_b,rbm_c
 
-Configuration: the packaged ``rbmcap/conf/data_prep/synthesize.yaml``. Hydra does not change
+Configuration: the packaged ``rbmcap/conf/data_prep/synthesize.yaml``, which holds only Hydra's own
+keys; the options and their defaults are :class:`~rbmcap.dataset.SynthOptions`' (registered here
+with the ConfigStore as ``data_prep/synth_options``). Hydra does not change
 directory; without ``out`` the dataset goes to ``<run dir>/dataset``, and a summary to
 ``<run dir>/dataset_info.json``.
 """
@@ -21,33 +23,38 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rbmcap.configfiles import HYDRA_CONFIG_MODULE
+from rbmcap.dataset.options import SynthOptions, hydra_node
 from rbmcap.errors import RBMCapError
 
 
+def register_configs() -> None:
+    """Register the synthesis options (built from :class:`SynthOptions`' defaults) with Hydra's
+    ConfigStore as ``data_prep/synth_options``, which ``data_prep/synthesize.yaml`` extends."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(
+        group="data_prep", name="synth_options", node=hydra_node(), package="_global_"
+    )
+
+
+register_configs()
+
+
 def synthesize(cfg: DictConfig, output_dir: str | Path) -> dict:
-    """Run the synthesis ``cfg`` describes; returns the dataset summary (also saved as JSON)."""
-    from rbmcap.dataset import SynthOptions, dataset_info, parse_shard, synthesize_dataset
+    """Run the synthesis ``cfg`` describes; returns the dataset summary (also saved as JSON).
+
+    Raises:
+        ConfigError: a bad value (from :class:`SynthOptions`, naming the key).
+    """
+    from rbmcap.dataset import dataset_info, synthesize_dataset
 
     output_dir = Path(output_dir)
-    out = Path(cfg.out) if cfg.out else output_dir / "dataset"
-    markers = OmegaConf.to_container(cfg.markers, resolve=True)
-    realism = OmegaConf.to_container(cfg.realism, resolve=True)
-    options = SynthOptions(
-        motions=str(cfg.motions),
-        out=out,
-        body=str(cfg.body),
-        gender=str(cfg.gender),
-        markers=markers,  # type: ignore[arg-type]
-        realism=realism,  # type: ignore[arg-type]
-        fps=float(cfg.fps),
-        seed=int(cfg.seed),
-        workers=int(cfg.workers),
-        shard=parse_shard(cfg.shard) if cfg.shard else None,
-        split_lists=cfg.split_lists,
-        progress=bool(cfg.progress),
-    )
+    values = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(values, dict)
+    values["out"] = values.get("out") or output_dir / "dataset"
+    options = SynthOptions.from_mapping(values)
     synthesize_dataset(options)
-    info = dataset_info(out)
+    info = dataset_info(options.out)
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "dataset_info.json").write_text(json.dumps(info, indent=1) + "\n")
     return info

@@ -12,7 +12,7 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -23,6 +23,7 @@ import numpy as np
 
 from rbmcap.dataset.manifest import FORMAT_VERSION, Manifest, SequenceEntry, array_tails
 from rbmcap.dataset.npyio import file_sha256
+from rbmcap.dataset.options import SynthOptions
 from rbmcap.dataset.sources import MotionJob, discover_jobs, load_motion, shard_jobs
 from rbmcap.dataset.store import DatasetWriter
 from rbmcap.errors import ConfigError, DataError, RBMCapError
@@ -36,24 +37,6 @@ SYNTH_VERSION = 1
 
 
 @dataclass
-class SynthOptions:
-    """Everything ``rbmcap synth`` needs (see the CLI for the meaning of each)."""
-
-    motions: str | Path
-    out: str | Path
-    body: str = "standin"
-    gender: str = "neutral"
-    markers: str | Mapping[str, Any] = "rbm14"
-    realism: str | Mapping[str, Any] = "none"
-    fps: float = 60.0
-    seed: int = 0
-    workers: int = 1
-    shard: tuple[int, int] | None = None
-    split_lists: str | Path | None = None
-    progress: bool = True
-
-
-@dataclass
 class SynthReport:
     """What a run did: the manifest, and how many sequences it made, reused and skipped."""
 
@@ -62,17 +45,6 @@ class SynthReport:
     reused: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
     up_to_date: bool = False
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """'i/n' → (i, n) with 0 ≤ i < n."""
-    try:
-        i, n = (int(x) for x in str(text).split("/"))
-    except ValueError:
-        raise ConfigError(f"shard {text!r}: expected i/n, e.g. 0/8") from None
-    if not 0 <= i < n:
-        raise ConfigError(f"shard {text!r}: need 0 ≤ i < n")
-    return i, n
 
 
 def body_fingerprint(body) -> str:
@@ -196,8 +168,6 @@ def synthesize_dataset(
     from rbmcap.body import load_body_model
 
     on_skip = on_skip or _warn_skip
-    if options.fps <= 0:
-        raise ConfigError(f"fps={options.fps}: must be positive")
     if body is None:
         body = load_body_model(options.body, gender=options.gender)
     markers = load_marker_set(options.markers)

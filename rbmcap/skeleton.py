@@ -1,12 +1,11 @@
-"""The SMPL kinematic tree and forward kinematics as pure, batched functions.
+"""The SMPL and SMPL-H kinematic trees: joint names and parents (forward kinematics on them is
+:func:`rbmcap.geometry.forward_kinematics`).
 
 Frames: SMPL's canonical body frame is Y up, facing +Z, the subject's left on +X. Local joint
 rotations are parent-from-child; joint 0 (pelvis) carries the global orientation.
 """
 
 from __future__ import annotations
-
-import torch
 
 SMPL_JOINT_NAMES: tuple[str, ...] = (
     "pelvis", "left_hip", "right_hip", "spine1", "left_knee", "right_knee", "spine2",
@@ -33,38 +32,3 @@ SMPLH_PARENTS: tuple[int, ...] = SMPL_PARENTS[:22] + tuple(
 )
 SMPLH_TO_SMPL: tuple[int, ...] = (*range(22), 22, 37)
 """SMPL-H joint index for each of SMPL's 24 joints (SMPL's hands are the first index joints)."""
-
-
-def forward_kinematics(
-    local_rotmats: torch.Tensor,
-    rest_joints: torch.Tensor,
-    parents: tuple[int, ...] | list[int] = SMPL_PARENTS,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pose a kinematic tree.
-
-    Args:
-        local_rotmats: (..., J, 3, 3) parent-from-child rotations; joint 0's is global.
-        rest_joints: (..., J, 3) joint positions in the rest pose (metres), broadcastable.
-        parents: parent index per joint, -1 for the root; parents precede children.
-
-    Returns:
-        global_rotmats (..., J, 3, 3) world-from-joint rotations and joints (..., J, 3), the posed
-        joint positions with the root joint kept at its rest position (no translation applied).
-    """
-    batch = torch.broadcast_shapes(local_rotmats.shape[:-3], rest_joints.shape[:-2])
-    local_rotmats = local_rotmats.expand(*batch, *local_rotmats.shape[-3:])
-    rest_joints = rest_joints.expand(*batch, *rest_joints.shape[-2:])
-    parent_idx = [max(p, 0) for p in parents]
-    offsets = rest_joints - rest_joints[..., parent_idx, :]
-    offsets[..., 0, :] = rest_joints[..., 0, :]
-    # Joint by joint: 23 small batched matmuls beat level-by-level gathers and stacks.
-    rots: list[torch.Tensor] = []
-    pos: list[torch.Tensor] = []
-    for j, p in enumerate(parents):
-        if p < 0:
-            rots.append(local_rotmats[..., j, :, :])
-            pos.append(offsets[..., j, :])
-        else:
-            rots.append(rots[p] @ local_rotmats[..., j, :, :])
-            pos.append(pos[p] + (rots[p] @ offsets[..., j, :, None])[..., 0])
-    return torch.stack(rots, dim=-3), torch.stack(pos, dim=-2)

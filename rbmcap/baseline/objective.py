@@ -21,8 +21,8 @@ import torch
 
 from rbmcap.baseline.config import WeightsConfig
 from rbmcap.baseline.prior import GaussianMixturePrior
+from rbmcap.geometry.rotations import rotmat_geodesic_angle as geodesic_angle
 from rbmcap.markers.plates import PlateTopology, plate_frames
-from rbmcap.model.losses import geodesic_angle
 
 
 @dataclass

@@ -24,8 +24,8 @@ import torch
 from rbmcap.baseline.config import WeightsConfig
 from rbmcap.baseline.objective import predict_markers
 from rbmcap.baseline.prior import GaussianMixturePrior
+from rbmcap.geometry.rotations import rotmat_geodesic_angle as geodesic_angle
 from rbmcap.markers.plates import PlateTopology
-from rbmcap.model.losses import geodesic_angle
 
 STEP = 1e-3
 """Central-difference step (rad, m, shape units)."""

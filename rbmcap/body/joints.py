@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from rbmcap.skeleton import SMPL_PARENTS, forward_kinematics
+from rbmcap.geometry import forward_kinematics
+from rbmcap.skeleton import SMPL_PARENTS
 
 
 class JointModel(torch.nn.Module):

@@ -26,13 +26,8 @@ from smplx.utils import Struct
 from rbmcap.body.files import check_model_arrays
 from rbmcap.body.topology import one_rings, with_one_rings
 from rbmcap.errors import DataError, ModelError
-from rbmcap.skeleton import (
-    SMPL_JOINT_NAMES,
-    SMPL_PARENTS,
-    SMPLH_PARENTS,
-    SMPLH_TO_SMPL,
-    forward_kinematics,
-)
+from rbmcap.geometry import forward_kinematics
+from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS, SMPLH_PARENTS, SMPLH_TO_SMPL
 
 _BASES = {"smpl": smplx.SMPL, "smplh": smplx.SMPLH}
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from rbmcap.geometry.registration import rigid_align
 from rbmcap.metrics.regions import JOINT_REGIONS
 
 
@@ -45,7 +46,7 @@ def procrustes_align(
     """The rigid motion (rotation and translation, no scale) that best maps ``pred`` onto ``true``.
 
     Solves min over R ∈ SO(3), t of Σ_j ‖R p_j + t − q_j‖² in closed form (Kabsch: SVD of the
-    cross-covariance, with the reflection case excluded).
+    cross-covariance, with the reflection case excluded; :func:`rbmcap.geometry.rigid_align`).
 
     Args:
         pred, true: (..., J, 3) point sets in correspondence (J ≥ 3, not all collinear for a
@@ -54,18 +55,7 @@ def procrustes_align(
     Returns:
         aligned (..., J, 3) = R pred + t, R (..., 3, 3) and t (..., 3).
     """
-    mu_p = pred.mean(dim=-2, keepdim=True)
-    mu_q = true.mean(dim=-2, keepdim=True)
-    p, q = pred - mu_p, true - mu_q
-    # Cross-covariance H = Σ q pᵀ; R = U diag(1, 1, det(U Vᵀ)) Vᵀ maximises tr(Rᵀ H).
-    cov = q.transpose(-1, -2) @ p
-    u, _, vh = torch.linalg.svd(cov)
-    d = torch.det(u @ vh)
-    ones = torch.ones_like(d)
-    r = u @ torch.diag_embed(torch.stack([ones, ones, d], dim=-1)) @ vh
-    t = mu_q[..., 0, :] - (r @ mu_p[..., 0, :, None])[..., 0]
-    aligned = pred @ r.transpose(-1, -2) + t[..., None, :]
-    return aligned, r, t
+    return rigid_align(pred, true)
 
 
 def pa_mpjpe(pred_joints: torch.Tensor, true_joints: torch.Tensor) -> torch.Tensor:

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 import roma
 import torch
 
+from rbmcap.geometry.rotations import rotmat_geodesic_angle as geodesic_angle
 from rbmcap.metrics.regions import BODY_JOINTS
-from rbmcap.model.losses import geodesic_angle
 
 
 def rotation_angle(r_pred: torch.Tensor, r_true: torch.Tensor) -> torch.Tensor:
     """Geodesic angle (radians) between rotation matrices (..., 3, 3) → (...), accurate over
-    the whole range [0, π] (see :func:`rbmcap.model.losses.geodesic_angle`)."""
+    the whole range [0, π] (see :func:`rbmcap.geometry.rotmat_geodesic_angle`)."""
     return geodesic_angle(r_pred, r_true)
 
 

@@ -1,8 +1,9 @@
 """Training losses: rotation distances on SO(3) and the shape and translation terms.
 
 Every function is pure, accepts any leading batch dimensions (broadcasting between prediction and
-target where torch broadcasts) and reduces to a scalar mean, except :func:`geodesic_angle`, which
-returns one angle per rotation. Rotations are (..., 3, 3) matrices; quaternions are XYZW (roma).
+target where torch broadcasts) and reduces to a scalar mean, except :func:`geodesic_angle`
+(:func:`rbmcap.geometry.rotmat_geodesic_angle`), which returns one angle per rotation.
+Rotations are (..., 3, 3) matrices; quaternions are XYZW (roma).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import roma
 import torch
 
 from rbmcap.errors import ConfigError
+from rbmcap.geometry.rotations import rotmat_geodesic_angle as geodesic_angle
+from rbmcap.geometry.vectors import safe_norm
 from rbmcap.model.rotation6d import matrix_to_rotation_6d, rotation_6d_to_matrix
 
 __all__ = [
@@ -31,42 +34,6 @@ __all__ = [
 ]
 
 RotationLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-def _safe_norm(v: torch.Tensor) -> torch.Tensor:
-    """Euclidean norm over the last dim whose gradient is 0 (not NaN) at the zero vector."""
-    sq = (v * v).sum(-1)
-    positive = sq > 0
-    # The inner where keeps sqrt away from 0, so its backward never divides by zero.
-    return torch.where(positive, torch.where(positive, sq, torch.ones_like(sq)).sqrt(), 0.0)
-
-
-def geodesic_angle(R_pred: torch.Tensor, R_true: torch.Tensor) -> torch.Tensor:
-    """Geodesic distance on SO(3): the angle of the relative rotation ``R_predᵀ R_true``.
-
-    Args:
-        R_pred, R_true: (..., 3, 3) rotation matrices (broadcastable).
-
-    Returns:
-        (...) angles in radians, in [0, π].
-
-    The angle θ of M = R_predᵀ R_true is recovered as ``atan2(sin θ, cos θ)`` with
-    ``sin θ = ‖vee(M − Mᵀ)‖ / 2`` and ``cos θ = (tr M − 1) / 2``. This is exact to float precision
-    over the whole range and differentiable everywhere: atan2's derivative is bounded because
-    sin² + cos² = 1, and the norm is written so its gradient at the zero vector (θ = 0 or
-    exactly π) is 0. The alternatives fail at one end: ``roma.rotmat_geodesic_distance``
-    (2·asin(‖R₁ − R₂‖_F / 2√2)) is exact near 0 but, in float32, off by ~6e-4 rad at π − 1e-4 and
-    its gradient blows up at π unless its input is clamped below 1, which caps the angle; the
-    trace formula ``acos((tr M − 1)/2)`` loses precision and has an infinite gradient at both 0
-    and π.
-    """
-    M = R_pred.transpose(-1, -2) @ R_true
-    # vee(M - Mᵀ) = 2 sin θ · axis
-    skew = torch.stack(
-        (M[..., 2, 1] - M[..., 1, 2], M[..., 0, 2] - M[..., 2, 0], M[..., 1, 0] - M[..., 0, 1]),
-        dim=-1,
-    )
-    return torch.atan2(0.5 * _safe_norm(skew), roma.rotmat_cosine_angle(M))
 
 
 def geodesic_loss(R_pred: torch.Tensor, R_true: torch.Tensor) -> torch.Tensor:
@@ -171,7 +138,7 @@ def trans_l2(trans_pred: torch.Tensor, trans_true: torch.Tensor) -> torch.Tensor
     Returns:
         () scalar, metres.
     """
-    return _safe_norm(trans_pred - trans_true).mean()
+    return safe_norm(trans_pred - trans_true).mean()
 
 
 ROTATION_LOSSES: dict[str, RotationLoss] = {

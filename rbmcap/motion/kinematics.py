@@ -16,7 +16,8 @@ import roma
 import torch
 from scipy.spatial import ConvexHull, QhullError
 
-from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS, forward_kinematics
+from rbmcap.geometry import forward_kinematics
+from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
 LEFT_ANKLE, RIGHT_ANKLE = (
     SMPL_JOINT_NAMES.index("left_ankle"),
@@ -41,12 +42,15 @@ class MotionKinematics:
     """Pose motions on one body at one shape.
 
     Args:
-        body: a :class:`rbmcap.body.BodyModel`; default the stand-in.
+        body: a :class:`rbmcap.body.BodyModel` (required: there is no silent stand-in; pass
+            ``standin_body()`` for the stand-in).
         betas: (B,) shape; default zeros.
     """
 
-    def __init__(self, body=None, betas: np.ndarray | None = None) -> None:
-        self.body = body if body is not None else standin_body()
+    def __init__(self, body, betas: np.ndarray | None = None) -> None:
+        if body is None:
+            raise TypeError("MotionKinematics needs a body model (e.g. standin_body())")
+        self.body = body
         nb = self.body.num_betas
         b = np.zeros(nb) if betas is None else np.asarray(betas, dtype=np.float64).reshape(-1)
         b = np.concatenate([b, np.zeros(max(0, nb - len(b)))])[:nb]

@@ -15,6 +15,7 @@ from rbmcap.baseline import (
     load_pose_prior,
     load_solver_config,
 )
+from rbmcap.body.params import SMPLParams
 from rbmcap.errors import ConfigError, DataError, FormatError
 
 FRAMES = 30
@@ -196,11 +197,12 @@ def test_snapshots_are_what_a_shorter_solve_returns(standin, walk):
     short = solver.solve(*args, truth_joints=obs.joints, iterations=10)
     assert sorted(long.snapshots) == long.record.iterations
     pred, seconds = long.at(10)
+    assert isinstance(pred, SMPLParams) and isinstance(short.params, SMPLParams)
     for key in ("poses", "trans", "betas"):
-        assert torch.allclose(pred[key], short.as_prediction()[key], atol=1e-5), key
+        assert torch.allclose(getattr(pred, key), getattr(short.params, key), atol=1e-5), key
     assert seconds == long.record.seconds[long.record.iterations.index(10)]
     final, _ = long.at(30)
-    assert torch.equal(final["poses"], long.poses)
+    assert torch.equal(final.poses, long.params.poses)
     with pytest.raises(DataError, match="no snapshot"):
         long.at(7)
     with pytest.raises(DataError, match="snapshots=True"):
@@ -268,12 +270,12 @@ def test_windows_with_warm_start_and_a_shape_stage(standin, walk):
     assert sol.record.frames == FRAMES and sol.record.mpjpe_mm[-1] < 10.0
     # snapshots join the windows: every frame, and the record's MPJPE at that count
     early, _ = sol.at(20)
-    assert early["poses"].shape == (FRAMES, 24, 3) and early["trans"].shape == (FRAMES, 3)
-    joints, _ = standin.pose_joints(early["poses"], early["betas"], early["trans"])
+    assert early.poses.shape == (FRAMES, 24, 3) and early.trans.shape == (FRAMES, 3)
+    joints, _ = standin.pose_joints(early.poses, early.betas, early.trans)
     mpjpe = 1e3 * (joints - torch.as_tensor(obs.joints)).norm(dim=-1).mean()
     k = sol.record.iterations.index(20)
     assert float(mpjpe) == pytest.approx(sol.record.mpjpe_mm[k], abs=0.05)
-    assert torch.equal(sol.at(50)[0]["poses"], sol.poses)
+    assert torch.equal(sol.at(50)[0].poses, sol.poses)
 
 
 def test_a_relative_tolerance_stops_early(standin, walk):

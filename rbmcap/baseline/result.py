@@ -1,4 +1,10 @@
-"""What a solve returns: the fitted parameters and the convergence record."""
+"""What a solve returns: the fitted parameters (:class:`SMPLParams`) and the convergence record.
+
+Public API (what evaluation and inference rely on): ``Solution.params``, ``Solution.at(it) ->
+(SMPLParams, seconds)``, ``Solution.record`` (a :class:`ConvergenceRecord`), ``Solution.seconds``,
+``Solution.ms_per_frame``, ``Solution.summary()``; ``poses``/``betas``/``trans`` and
+``as_prediction()`` read through to ``params``.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from rbmcap.body.params import SMPLParams
 from rbmcap.errors import DataError
 
 
@@ -70,48 +77,64 @@ class ConvergenceRecord:
 class Solution:
     """A solved sequence (CPU tensors, float32).
 
+    The answer is :attr:`params` (an :class:`SMPLParams`, the result type every method returns);
+    ``poses``, ``betas`` and ``trans`` read through to it.
+
     Attributes:
-        poses: (T, 24, 3) axis-angle local rotations (joint 0 global, world Z up).
-        rotmats: (T, 24, 3, 3) the same as rotation matrices.
-        betas: (B,) shape, shared by the sequence.
-        trans: (T, 3) translation (m).
+        params: the fitted SMPL parameters: poses (T, 24, 3) axis-angle local rotations (joint 0
+            global, world Z up), betas (B,) shared by the sequence, trans (T, 3) in metres.
+        rotmats: (T, 24, 3, 3) the solver's local rotation matrices (the poses before their
+            conversion to axis-angle).
         joints: (T, 24, 3) posed joints (m).
         record: the convergence record.
         seconds: solver wall time (initialisation included, recording excluded).
         iterations: optimiser iterations per window; evaluations: objective evaluations in all.
         config: the solver configuration used (plain dict).
-        snapshots: with ``solve(..., snapshots=True)``, the answer (``poses``, ``trans``,
-            ``betas``) at each recorded iteration count; see :meth:`at`.
+        snapshots: with ``solve(..., snapshots=True)``, the answer at each recorded iteration
+            count; see :meth:`at`.
     """
 
-    poses: torch.Tensor
+    params: SMPLParams
     rotmats: torch.Tensor
-    betas: torch.Tensor
-    trans: torch.Tensor
     joints: torch.Tensor
     record: ConvergenceRecord
     seconds: float
     iterations: int
     evaluations: int
     config: dict = field(default_factory=dict)
-    snapshots: dict[int, dict[str, torch.Tensor]] | None = None
+    snapshots: dict[int, SMPLParams] | None = None
+
+    @property
+    def poses(self) -> torch.Tensor:
+        """(T, 24, 3) axis-angle local rotations (``params.poses``)."""
+        return self.params.poses
+
+    @property
+    def betas(self) -> torch.Tensor:
+        """(B,) shape (``params.betas``)."""
+        return self.params.betas
+
+    @property
+    def trans(self) -> torch.Tensor:
+        """(T, 3) translation in metres (``params.trans``)."""
+        return self.params.trans
 
     @property
     def frames(self) -> int:
-        return int(self.poses.shape[0])
+        return self.params.frames
 
     @property
     def ms_per_frame(self) -> float:
         return 1e3 * self.seconds / max(self.frames, 1)
 
     def as_prediction(self) -> dict[str, torch.Tensor]:
-        """``poses``/``betas``/``trans`` mapping, as :func:`rbmcap.metrics.evaluate_sequence`
-        and the solver's ``init`` take."""
-        return {"poses": self.poses, "betas": self.betas, "trans": self.trans}
+        """``params.as_dict()``: the ``poses``/``betas``/``trans`` mapping (kept for callers
+        written before :class:`SMPLParams`)."""
+        return self.params.as_dict()
 
-    def at(self, iterations: int) -> tuple[dict[str, torch.Tensor], float]:
+    def at(self, iterations: int) -> tuple[SMPLParams, float]:
         """The answer a solve stopped at ``iterations`` (a recorded count) returns, and the
-        seconds it took: (``poses``/``betas``/``trans`` mapping, seconds).
+        seconds it took to get there: (:class:`SMPLParams`, seconds).
 
         Raises:
             DataError: the solve kept no snapshots, or none at that count.
@@ -123,7 +146,7 @@ class Solution:
                 "snapshots=True and a recorded count)"
             )
         k = self.record.iterations.index(iterations)
-        return dict(self.snapshots[iterations]), self.record.seconds[k]
+        return self.snapshots[iterations], self.record.seconds[k]
 
     def summary(self) -> dict:
         """Scalars (JSON-ready): frames, iterations, evaluations, seconds, ms/frame, final MPJPE."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,39 +26,15 @@ import torch
 
 from rbmcap.baseline.config import SolverConfig, load_solver_config
 from rbmcap.baseline.init import dominant_joints, fit_translation, kinematic_rotations
-from rbmcap.baseline.objective import (
-    WindowObservations,
-    compose_rotmats,
-    objective_terms,
-    predict_markers,
-)
+from rbmcap.baseline.objective import WindowObservations
 from rbmcap.baseline.prior import GaussianMixturePrior, load_pose_prior
 from rbmcap.baseline.result import ConvergenceRecord, Solution
 from rbmcap.baseline.scaling import unknown_scales
+from rbmcap.baseline.window import Problem, Start, WindowFit, WindowResult, fit_window
+from rbmcap.body.params import SMPLParams
 from rbmcap.errors import DataError
 from rbmcap.markers.markerset import MarkerSet, load_marker_set
 from rbmcap.markers.plates import plate_topology
-
-
-@dataclass
-class _Start:
-    """Starting point of a window: local rotations (T, 24, 3, 3), trans (T, 3), betas (B,)."""
-
-    rotmats: torch.Tensor
-    trans: torch.Tensor
-    betas: torch.Tensor
-
-
-@dataclass
-class _WindowResult:
-    rotmats: torch.Tensor
-    trans: torch.Tensor
-    betas: torch.Tensor
-    pred_pos: torch.Tensor
-    records: list[tuple[int, int, float, float, float]]  # iteration, evals, objective, s, Σmpjpe
-    iterations: int
-    evaluations: int
-    snapshots: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
 
 
 class Solver:
@@ -108,7 +84,7 @@ class Solver:
         valid=None,
         *,
         fps: float = 60.0,
-        init: Mapping | None = None,
+        init: SMPLParams | Mapping | None = None,
         truth_joints=None,
         iterations: int | None = None,
         snapshots: bool = False,
@@ -121,10 +97,11 @@ class Solver:
                 for point-marker sets.
             valid: (T, N) bool; default all valid. Invalid entries may hold anything (NaN too).
             fps: frame rate (the smoothness term is in physical units).
-            init: a starting point (the hybrid mode): any of ``poses`` ((T, 24, 3) axis-angle or
+            init: a starting point (the hybrid mode): an :class:`SMPLParams` (another method's
+                answer), or a mapping with any of ``poses`` ((T, 24, 3) axis-angle or
                 (T, 24, 3, 3)), ``betas`` ((B,) or (T, B), averaged), ``trans`` ((T, 3)); what
-                is missing is estimated from the observations.
-            truth_joints: (T, 24, 3) true joints; when given the record holds MPJPE.
+                a mapping leaves out is estimated from the observations.
+            truth_joints: (T, 24, 3) true joints (m); when given the record holds MPJPE.
             iterations: optimiser iterations per window (default the config's).
             snapshots: also keep the answer at every recorded iteration count
                 (:meth:`Solution.at`): what a solve stopped there returns, for reading a
@@ -133,8 +110,7 @@ class Solver:
         Returns:
             :class:`Solution`.
         """
-        cfg = self.config
-        iters = cfg.optimiser.iterations if iterations is None else int(iterations)
+        iters = self.config.optimiser.iterations if iterations is None else int(iterations)
         if iters < 0:
             raise DataError(f"iterations must be ≥ 0, got {iters}")
         pos_t, rot_t, valid_t = self._observations(pos, rot, valid)
@@ -143,50 +119,17 @@ class Solver:
         if truth is not None and truth.shape != (num, 24, 3):
             raise DataError(f"truth_joints of shape {tuple(truth.shape)}, expected ({num}, 24, 3)")
         given = self._parse_init(init, num)
-        self._sync()
-        t0 = time.perf_counter()
-        window = cfg.schedule.window or num
-        windows = [(a, min(num, a + window)) for a in range(0, num, window)]
-        betas = given.get("betas")
-        if betas is None:
-            betas = torch.zeros(self.body.num_betas, dtype=self.dtype, device=self.device)
-        shape_evals = 0
-        if len(windows) > 1 and cfg.schedule.shape_iterations > 0:
-            betas, shape_evals = self._shape_stage(pos_t, rot_t, valid_t, fps, given, betas)
-        self._sync()
-        setup = time.perf_counter() - t0
-        checkpoints = sorted({c for c in cfg.record if c <= iters} | {iters})
-        results: list[_WindowResult] = []
-        for a, b in windows:
-            obs = WindowObservations(
-                pos_t[a:b], rot_t[a:b] if rot_t is not None else None, valid_t[a:b], float(fps)
-            )
-            prev = results[-1] if results else None
-            self._sync()
-            t1 = time.perf_counter()
-            start = self._start(obs, given, a, b, betas, prev)
-            context = None if prev is None else prev.pred_pos[-2:]
-            self._sync()
-            setup += time.perf_counter() - t1
-            results.append(
-                self._optimise(
-                    obs,
-                    start,
-                    len(windows) == 1,
-                    checkpoints,
-                    None if truth is None else truth[a:b],
-                    context,
-                    keep=snapshots,
-                )
-            )
-        return self._assemble(results, checkpoints, setup, shape_evals, truth is not None)
+        checkpoints = sorted({c for c in self.config.record if c <= iters} | {iters})
+        return self._solve_windows(
+            pos_t, rot_t, valid_t, float(fps), given, truth, checkpoints, snapshots
+        )
 
     def solve_sequence(
         self,
         sequence: Mapping,
         *,
         fps: float = 60.0,
-        init: Mapping | None = None,
+        init: SMPLParams | Mapping | None = None,
         iterations: int | None = None,
         use_truth: bool = True,
     ) -> Solution:
@@ -203,6 +146,38 @@ class Solver:
         )
 
     # ------------------------------------------------------------------------------ stages
+    def _solve_windows(self, pos, rot, valid, fps, given, truth, checkpoints, keep) -> Solution:
+        """The timed solve of checked inputs: the shape stage (with several windows), then each
+        window from its start (initialisation time counted in the record's seconds)."""
+        num = pos.shape[0]
+        window = self.config.schedule.window or num
+        windows = [(a, min(num, a + window)) for a in range(0, num, window)]
+        self._sync()
+        t0 = time.perf_counter()
+        betas = given.get("betas")
+        if betas is None:
+            betas = torch.zeros(self.body.num_betas, dtype=self.dtype, device=self.device)
+        shape_evals = 0
+        if len(windows) > 1 and self.config.schedule.shape_iterations > 0:
+            betas, shape_evals = self._shape_stage(pos, rot, valid, fps, given, betas)
+        self._sync()
+        setup = time.perf_counter() - t0
+        results: list[WindowResult] = []
+        for a, b in windows:
+            obs = WindowObservations(pos[a:b], None if rot is None else rot[a:b], valid[a:b], fps)
+            prev = results[-1] if results else None
+            self._sync()
+            t1 = time.perf_counter()
+            start = self._start(obs, given, a, b, betas, prev)
+            context = None if prev is None else prev.pred_pos[-2:]
+            self._sync()
+            setup += time.perf_counter() - t1
+            window_truth = None if truth is None else truth[a:b]
+            fit = self._window_fit(obs, start, len(windows) == 1, context)
+            results.append(fit_window(fit, checkpoints, window_truth, keep=keep))
+        record = self._join_records(results, checkpoints, setup, shape_evals, truth is not None)
+        return self._solution(results, record, checkpoints)
+
     def _shape_stage(self, pos, rot, valid, fps, given, betas):
         """Fit betas (with pose) on evenly spread frames; returns betas and evaluations."""
         cfg = self.config.schedule
@@ -212,10 +187,11 @@ class Solver:
         obs = WindowObservations(pos[idx], None if rot is None else rot[idx], valid[idx], 0.0)
         sub = {k: (v[idx] if k != "betas" else v) for k, v in given.items()}
         start = self._start(obs, sub, 0, len(idx), betas, None, reindex=False)
-        res = self._optimise(obs, start, True, [cfg.shape_iterations], None, None, smooth=False)
+        fit = self._window_fit(obs, start, True, None, smooth=False)
+        res = fit_window(fit, [cfg.shape_iterations], None)
         return res.betas, res.evaluations
 
-    def _start(self, obs, given, a, b, betas, prev, reindex: bool = True) -> _Start:
+    def _start(self, obs, given, a, b, betas, prev, reindex: bool = True) -> Start:
         sl = slice(a, b) if reindex else slice(None)
         if given.get("poses") is not None:
             rotmats = given["poses"][sl]
@@ -236,114 +212,17 @@ class Solver:
             trans = given["trans"][sl]
         else:
             trans = fit_translation(self.body, self.topology, rotmats, betas, obs.pos, obs.valid)
-        return _Start(rotmats, trans, betas)
+        return Start(rotmats, trans, betas)
 
-    def _optimise(
-        self,
-        obs,
-        start: _Start,
-        betas_free,
-        checkpoints,
-        truth,
-        context,
-        smooth: bool = True,
-        keep: bool = False,
-    ) -> _WindowResult:
-        cfg = self.config
-        weights = cfg.weights if smooth else _no_smoothing(cfg.weights)
-        num = start.trans.shape[0]
-        sc = self._scales(weights, num)
-        # the optimiser works on unknowns divided by their scales (see rbmcap.baseline.scaling)
-        u_omega = torch.zeros(num, 3, dtype=self.dtype, device=self.device).requires_grad_(True)
-        u_pose = (roma.rotmat_to_rotvec(start.rotmats[:, 1:]) / sc["body"]).detach()
-        u_pose.requires_grad_(True)
-        u_trans = (start.trans / sc["trans"]).detach().requires_grad_(True)
-        u_betas = (start.betas / sc["betas"]).detach().requires_grad_(betas_free)
-        root_base = start.rotmats[:, 0].detach()
-        params = [u_omega, u_pose, u_trans] + ([u_betas] if betas_free else [])
-        evals = 0
-
-        def unknowns():
-            return (
-                u_omega * sc["root"],
-                u_pose * sc["body"],
-                u_trans * sc["trans"],
-                u_betas * sc["betas"],
-            )
-
-        def objective():
-            omega, body_pose, trans, betas = unknowns()
-            rotmats = compose_rotmats(omega, root_base, body_pose)
-            pp, pr = predict_markers(self.body, self.topology, rotmats, betas, trans)
-            terms = objective_terms(pp, pr, obs, body_pose, betas, weights, self.prior, context)
-            return sum(terms.values())
-
-        def closure():
-            nonlocal evals
-            opt.zero_grad(set_to_none=True)
-            loss = objective()
-            loss.backward()
-            evals += 1
-            return loss
-
-        o = cfg.optimiser
-        if o.name == "lbfgs":
-            opt = torch.optim.LBFGS(
-                params,
-                lr=o.lr,
-                max_iter=1,
-                history_size=o.history,
-                line_search_fn="strong_wolfe",
-                tolerance_grad=0.0,
-                tolerance_change=0.0,
-            )
-        else:
-            opt = torch.optim.Adam(params, lr=o.lr)
-        records = []
-        kept = [] if keep else None
-        done, elapsed, stopped = 0, 0.0, False
-        last = None
-        for target in checkpoints:
-            self._sync()
-            t = time.perf_counter()
-            while done < target and not stopped:
-                if o.name == "lbfgs":
-                    # With a tolerance, one iteration per call, to test the decrease after each.
-                    count = 1 if o.tolerance > 0 else target - done
-                    done, stopped, loss = self._lbfgs_steps(opt, closure, count, done)
-                    if o.tolerance > 0 and not stopped:
-                        stopped = last is not None and last - loss <= o.tolerance * abs(last)
-                        last = loss
-                else:
-                    loss = float(closure().detach())
-                    opt.step()
-                    done += 1
-                    stopped = (
-                        last is not None
-                        and o.tolerance > 0
-                        and (last - loss <= o.tolerance * abs(last))
-                    )
-                    last = loss
-            self._sync()
-            elapsed += time.perf_counter() - t
-            with torch.no_grad():
-                f = float(objective())
-                mp = float("nan")
-                omega, body_pose, trans, betas = unknowns()
-                rm = compose_rotmats(omega, root_base, body_pose)
-                if truth is not None:
-                    joints, _ = self.body.pose_joints(rm, betas, trans)
-                    mp = float(1e3 * (joints - truth).norm(dim=-1).mean(-1).sum())
-                if kept is not None:
-                    kept.append((rm.clone(), trans.detach().clone(), betas.detach().clone()))
-            records.append((target, evals, f, elapsed, mp))
-        with torch.no_grad():
-            omega, body_pose, trans, betas = unknowns()
-            rotmats = compose_rotmats(omega, root_base, body_pose).detach()
-            pred_pos, _ = predict_markers(self.body, self.topology, rotmats, betas, trans)
-        return _WindowResult(
-            rotmats, trans.detach(), betas.detach(), pred_pos.detach(), records, done, evals, kept
-        )
+    def _window_fit(self, obs, start: Start, betas_free: bool, context, smooth: bool = True):
+        """The optimisation of one window (:class:`rbmcap.baseline.window.WindowFit`);
+        ``smooth=False`` drops the smoothness term (the shape stage's frames are not a path)."""
+        weights = self.config.weights
+        if not smooth:
+            weights = replace(weights, accel_sigma=0.0)
+        problem = Problem(self.body, self.topology, obs, weights, self.prior, context)
+        scales = self._scales(weights, start.trans.shape[0])
+        return WindowFit(problem, start, scales, self.config.optimiser, betas_free, self._sync)
 
     def _scales(self, weights, frames: int) -> dict[str, torch.Tensor]:
         """Per-unknown scales (all ones without preconditioning), cached per weights."""
@@ -364,59 +243,43 @@ class Solver:
             "betas": cached.betas_for(frames, weights.betas),
         }
 
+    # ------------------------------------------------------------------------------ results
     @staticmethod
-    def _lbfgs_steps(opt, closure, count: int, done: int) -> tuple[int, bool, float]:
-        """Run up to ``count`` L-BFGS iterations; returns (iterations done, stopped early, the
-        objective where this call started)."""
-        group = opt.param_groups[0]
-        group["max_iter"] = count
-        group["max_eval"] = 25 * count + 1
-        state = opt.state[group["params"][0]]
-        before = state.get("n_iter", 0)
-        start = float(opt.step(closure).detach())
-        ran = state.get("n_iter", 0) - before
-        # L-BFGS returns early only when it cannot move (a failed line search, zero gradient).
-        return done + ran, ran < count, start
-
-    def _assemble(self, results, checkpoints, setup, shape_evals, has_truth) -> Solution:
+    def _join_records(results, checkpoints, setup, shape_evals, has_truth) -> ConvergenceRecord:
+        """One record for the sequence: entry k sums the windows' entries k (MPJPE averaged
+        over all frames), with the set-up time and the shape stage's evaluations added."""
         num = sum(r.rotmats.shape[0] for r in results)
         rec = ConvergenceRecord(frames=num, mpjpe_mm=[] if has_truth else None)
         for k, it in enumerate(checkpoints):
             rows = [r.records[k] for r in results]
             rec.iterations.append(it)
-            rec.evaluations.append(shape_evals + sum(row[1] for row in rows))
-            rec.objective.append(sum(row[2] for row in rows))
-            rec.seconds.append(setup + sum(row[3] for row in rows))
+            rec.evaluations.append(shape_evals + sum(row.evaluations for row in rows))
+            rec.objective.append(sum(row.objective for row in rows))
+            rec.seconds.append(setup + sum(row.seconds for row in rows))
             if has_truth:
-                rec.mpjpe_mm.append(sum(row[4] for row in rows) / num)
+                rec.mpjpe_mm.append(sum(row.mpjpe_sum_mm for row in rows) / num)
+        return rec
+
+    def _solution(self, results: list[WindowResult], record, checkpoints) -> Solution:
+        """The windows joined into a :class:`Solution` (CPU float32)."""
         rotmats = torch.cat([r.rotmats for r in results])
         trans = torch.cat([r.trans for r in results])
         betas = results[-1].betas
         with torch.no_grad():
             joints, _ = self.body.pose_joints(rotmats, betas, trans)
-        cpu = {"device": "cpu", "dtype": torch.float32}
         snapshots = None
         if results[0].snapshots is not None:
             snapshots = {
-                it: {
-                    "poses": torch.cat(
-                        [roma.rotmat_to_rotvec(r.snapshots[k][0]) for r in results]
-                    ).to(**cpu),
-                    "trans": torch.cat([r.snapshots[k][1] for r in results]).to(**cpu),
-                    "betas": results[-1].snapshots[k][2].to(**cpu),
-                }
-                for k, it in enumerate(checkpoints)
+                it: _params([r.snapshots[k] for r in results]) for k, it in enumerate(checkpoints)
             }
         return Solution(
-            poses=roma.rotmat_to_rotvec(rotmats).to(**cpu),
-            rotmats=rotmats.to(**cpu),
-            betas=betas.to(**cpu),
-            trans=trans.to(**cpu),
-            joints=joints.to(**cpu),
-            record=rec,
-            seconds=rec.seconds[-1],
+            params=_params(results),
+            rotmats=rotmats.to(**_CPU),
+            joints=joints.to(**_CPU),
+            record=record,
+            seconds=record.seconds[-1],
             iterations=max(r.iterations for r in results),
-            evaluations=rec.evaluations[-1],
+            evaluations=record.evaluations[-1],
             config=self.config.to_dict(),
             snapshots=snapshots,
         )
@@ -460,7 +323,11 @@ class Solver:
             r = torch.where(v[..., None, None], r, torch.eye(3, dtype=r.dtype, device=r.device))
         return p, r, v
 
-    def _parse_init(self, init: Mapping | None, num: int) -> dict[str, torch.Tensor]:
+    def _parse_init(self, init: SMPLParams | Mapping | None, num: int) -> dict[str, torch.Tensor]:
+        """The starting point's parts on the solver's device: ``poses`` (T, 24, 3, 3) proper
+        rotations, ``trans`` (T, 3), ``betas`` (num_betas,), each only where given."""
+        if isinstance(init, SMPLParams):
+            init = init.as_dict()
         if not init:
             return {}
         out: dict[str, torch.Tensor] = {}
@@ -491,7 +358,14 @@ class Solver:
             torch.cuda.synchronize(self.device)
 
 
-def _no_smoothing(weights):
-    from dataclasses import replace
+_CPU = {"device": "cpu", "dtype": torch.float32}
 
-    return replace(weights, accel_sigma=0.0)
+
+def _params(parts) -> SMPLParams:
+    """Consecutive windows' answers (anything with ``rotmats``, ``trans``, ``betas``; the last
+    one's betas hold) as one CPU float32 :class:`SMPLParams`."""
+    return SMPLParams(
+        poses=torch.cat([roma.rotmat_to_rotvec(p.rotmats) for p in parts]).to(**_CPU),
+        betas=parts[-1].betas.to(**_CPU),
+        trans=torch.cat([p.trans for p in parts]).to(**_CPU),
+    )

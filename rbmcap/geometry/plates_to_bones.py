@@ -60,10 +60,17 @@ class KinematicPrior(torch.nn.Module):
         rest_joints: (24, 3) rest joints (needed with ``plate_rest_pos``).
         parents: (N,) the marker tree (parent plate, -1 for the root); with it, occluded frames
             are filled from the nearest frame where a plate was seen (see :attr:`fill`).
+        dtype: of the rest quantities (the observations' dtype).
     """
 
     def __init__(
-        self, marker_joints, root_marker: int, plate_rest_pos=None, rest_joints=None, parents=None
+        self,
+        marker_joints,
+        root_marker: int,
+        plate_rest_pos=None,
+        rest_joints=None,
+        parents=None,
+        dtype: torch.dtype = torch.float32,
     ):
         super().__init__()
         self.parents = None if parents is None else [int(p) for p in parents]
@@ -81,8 +88,8 @@ class KinematicPrior(torch.nn.Module):
         pelvis_plated = 0 in self.carrier
         self.points = [] if pelvis_plated else [j for j in PELVIS_POINTS if j in self.carrier]
         if self.has_position:
-            rest_pos = torch.as_tensor(plate_rest_pos, dtype=torch.float32)
-            rj = torch.as_tensor(rest_joints, dtype=torch.float32)
+            rest_pos = torch.as_tensor(plate_rest_pos, dtype=dtype)
+            rj = torch.as_tensor(rest_joints, dtype=dtype)
             self.register_buffer("rest_joints", rj, persistent=False)
             self.register_buffer("rest_offset", rest_pos - rj[joints], persistent=False)
             point_markers = torch.tensor([self.carrier[j] for j in self.points], dtype=torch.long)

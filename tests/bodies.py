@@ -12,8 +12,9 @@ def smplh_arrays(num_betas: int = 16, seed: int = 0) -> dict[str, np.ndarray]:
     """An SMPL-H-format body (52 joints, ``num_betas`` betas) made from the stand-in.
 
     All finger joints of a hand sit at the stand-in's hand joint; the stand-in's hand skinning
-    goes to the index fingers' first joints (SMPL-H's 22 and 37), which is how SMPL's 24
-    joints map onto SMPL-H's 52.
+    and pose correctives go to the index fingers' first joints (SMPL-H's 22 and 37), which is
+    how SMPL's 24 joints map onto SMPL-H's 52; the other finger joints get small random
+    correctives. With the first 10 betas and 24-joint poses it is the stand-in.
     Arrays follow AMASS's SMPL+H ``.npz`` (no hand PCA keys).
     """
     base = build_standin()
@@ -29,7 +30,15 @@ def smplh_arrays(num_betas: int = 16, seed: int = 0) -> dict[str, np.ndarray]:
         weights[:, first] = base["weights"][:, hand]
     extra = rng.normal(scale=0.01, size=(nv, 3, max(num_betas - 10, 0)))
     shapedirs = np.concatenate([base["shapedirs"], extra], axis=-1)[..., :num_betas]
-    posedirs = np.zeros((nv, 3, 9 * 51))
+    # Pose correctives in SMPL-H's layout (features (R_j − I) for joints 1..51): the stand-in's
+    # own for the body and the two hand joints (so on SMPL's 24 joints this body poses exactly
+    # like the stand-in), and small random ones for the other finger joints.
+    posedirs = rng.normal(scale=0.002, size=(nv, 3, 9 * 51))
+    posedirs[..., : 9 * 21] = base["posedirs"][..., : 9 * 21]
+    for hand, first in ((22, 22), (23, 37)):
+        posedirs[..., 9 * (first - 1) : 9 * first] = base["posedirs"][
+            ..., 9 * (hand - 1) : 9 * hand
+        ]
     kintree = np.array([[2**32 - 1, *SMPLH_PARENTS[1:]], list(range(52))], dtype=np.int64)
     out = {
         "v_template": base["v_template"],

@@ -110,6 +110,40 @@ def test_smplh_with_sixteen_betas(tmp_path):
     assert torch.allclose(body(full_pose, betas, trans).vertices, out.vertices, atol=1e-6)
 
 
+def test_smplh_poses_exactly_like_the_body_it_was_made_from(standin, tmp_path):
+    """The SMPL-H test body carries the stand-in's pose correctives in SMPL-H's slots (body
+    joints 1..21, index fingers 22 and 37): read and applied right, it poses like the stand-in."""
+    arrays = smplh_arrays(num_betas=16)
+    body = load_body_model(write_npz_atomic(tmp_path / "model.npz", arrays))
+    flat = load_body_model(
+        write_npz_atomic(tmp_path / "flat.npz", {**arrays, "posedirs": 0 * arrays["posedirs"]})
+    )
+    poses, betas, trans = _random_inputs(7, 4, 10)
+    poses[:, 18] = torch.tensor([0.0, -1.5, 0.0])  # bent elbows, wrists and hands: big correctives
+    poses[:, 19] = torch.tensor([0.0, 1.5, 0.0])
+    poses[:, 20:24] = 0.8 * torch.sign(poses[:, 20:24])
+    expected = standin(poses, betas, trans).vertices
+    got = body(poses, torch.nn.functional.pad(betas, (0, 6)), trans).vertices
+    assert (got - expected).abs().max() < 1e-5
+    assert (flat(poses, betas, trans).vertices - expected).norm(dim=-1).max() > 2e-3
+    # the hands' correctives are in the index-finger slots, not SMPL's 22/23
+    hands = np.flatnonzero(standin.lbs_weights[:, 22:].sum(1).numpy() > 0.5)
+    assert (got[:, hands] - flat(poses, betas, trans).vertices[:, hands]).abs().max() > 1e-4
+
+
+def test_smplh_finger_correctives_in_full_and_sparse_skinning(tmp_path):
+    body = load_body_model(write_npz_atomic(tmp_path / "model.npz", smplh_arrays(num_betas=16)))
+    gen = torch.Generator().manual_seed(8)
+    pose = 0.4 * torch.randn(2, 52, 3, generator=gen)
+    still = pose.clone()
+    still[:, 23:37], still[:, 38:] = 0.0, 0.0  # same body, hands and index fingers; others still
+    full, full_still = body(pose).vertices, body(still).vertices
+    fingers = np.flatnonzero((full - full_still).norm(dim=-1).amax(0).numpy() > 1e-3)
+    assert len(fingers) > 100  # the random finger correctives move the skin ...
+    ids = np.concatenate([fingers[::7], np.arange(0, body.num_vertices, 97)])
+    assert (body.skin_vertices(ids, pose) - full[:, ids]).abs().max() < 1e-5  # ... in both paths
+
+
 def test_missing_model_folder_names_the_files_it_looked_for(tmp_path):
     with pytest.raises(ModelError) as info:
         load_body_model(tmp_path, gender="female")

@@ -74,7 +74,10 @@ def test_from_bvh_then_info_json(capsys, tmp_path, known_bvh):
     assert info["fps"] == 60.0 and info["num_joints"] == 24 and info["name"] == "clip"
     assert info["frames"] == 79  # 40 frames at 30 Hz span 39/30 s: 79 frames at 60 Hz
     assert info["duration_s"] == pytest.approx(79 / 60)
-    assert info["ground_penetration_mm"] >= 0.0
+    from rbmcap.motion.quality import ground_penetration_mm
+
+    motion = SMPLMotion.load(out_file)
+    assert info["ground_penetration_mm"] == pytest.approx(ground_penetration_mm(motion), abs=1e-6)
 
 
 def test_procedural_writes_the_same_bytes_for_the_same_seed(capsys, tmp_path):

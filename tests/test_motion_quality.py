@@ -74,3 +74,19 @@ def test_info_reports_the_documented_fields(kin):
     }
     assert info["frames"] == 12 and info["duration_s"] == pytest.approx(0.2)
     assert info["num_joints"] == 24 and len(info["betas"]) == 10
+
+
+@pytest.mark.parametrize(("drop", "expected_mm"), [(-0.05, 0.0), (0.0, 0.0), (0.03, 30.0)])
+def test_motion_info_cli_reports_the_depth_below_the_floor(
+    kin, tmp_path, capsys, drop, expected_mm
+):
+    """``rbmcap motion info`` on a body lifted 5 cm, standing, and sunk 3 cm into the floor."""
+    import json
+
+    from rbmcap.cli.main import main
+
+    path = standing(kin, drop=drop).save(tmp_path / "stand_poses.npz")
+    capsys.readouterr()
+    assert main(["motion", "info", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["ground_penetration_mm"] == pytest.approx(expected_mm, abs=0.05)

@@ -55,11 +55,13 @@ def _observe(standin, walk, markers, realism="none"):
     return Synthesizer(standin, markers, realism)(poses, trans, betas, fps=fps, key="test")
 
 
-def _first_below(record, mm: float) -> int:
+def _first_below(record, mm: float) -> int | None:
+    """The first recorded iteration count with MPJPE below ``mm``; None if the curve never
+    gets there (the caller must say that is a failure, not a very large count)."""
     for it, mp in zip(record.iterations, record.mpjpe_mm, strict=True):
         if mp < mm:
             return it
-    return 10**9
+    return None
 
 
 # ------------------------------------------------------------------------------ pose prior
@@ -174,17 +176,28 @@ def test_hybrid_start_converges_in_fewer_iterations(standin, walk):
     gen = torch.Generator().manual_seed(0)
     # A network-like answer: every joint ~1° off, 1 cm of translation, the shape roughly right.
     noisy = torch.as_tensor(poses) + 0.01 * torch.randn(FRAMES, 24, 3, generator=gen)
-    init = {"poses": noisy, "trans": torch.as_tensor(trans) + 0.01, "betas": 0.8 * betas}
+    init = SMPLParams(noisy, 0.8 * torch.as_tensor(betas), torch.as_tensor(trans) + 0.01)
     solver = Solver(standin, "rbm14")
-    cold = solver.solve(obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=150)
+    cold = solver.solve(obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=200)
     warm = solver.solve(
         obs.pos, obs.rot, obs.valid, truth_joints=obs.joints, iterations=150, init=init
     )
     # Both start ~20 mm off, but the perturbed answer has the structure the plates leave loose
     # (how the spine shares a bend, the shape): it converges in a fraction of the iterations.
-    # (Measured: below 3 mm after 20 iterations from the answer, 150+ from the observations.)
-    assert _first_below(warm.record, 3.0) * 3 <= _first_below(cold.record, 3.0)
-    assert warm.record.mpjpe_mm[-1] < cold.record.mpjpe_mm[-1]
+    # Measured: below 3 mm after 30 iterations from the answer, after 200 from the observations
+    # (3.25 mm at 150). Both must get there, or "3× fewer" would compare with nothing.
+    warm_at, cold_at = _first_below(warm.record, 3.0), _first_below(cold.record, 3.0)
+    assert cold_at is not None, f"the cold solve never reached 3 mm: {cold.record.mpjpe_mm}"
+    assert warm_at is not None, f"the warm solve never reached 3 mm: {warm.record.mpjpe_mm}"
+    assert warm_at * 3 <= cold_at
+    # and at the same iteration count the warm start is ahead
+    at = cold.record.iterations.index(warm.record.iterations[-1])
+    assert warm.record.mpjpe_mm[-1] < cold.record.mpjpe_mm[at]
+    # a mapping start is the same start
+    again = solver.solve(obs.pos, obs.rot, obs.valid, iterations=5, init=init.as_dict())
+    assert torch.equal(
+        again.poses, solver.solve(obs.pos, obs.rot, obs.valid, iterations=5, init=init).poses
+    )
 
 
 def test_snapshots_are_what_a_shorter_solve_returns(standin, walk):
@@ -311,7 +324,6 @@ def test_bad_input_gives_one_clear_error(standin, walk):
 
 def test_configuration_files_and_overrides():
     default = load_solver_config("default")
-    assert default == load_solver_config("default", {})  # the file mirrors the dataclasses
     hybrid = load_solver_config("hybrid")
     assert hybrid.optimiser.iterations * 5 <= default.optimiser.iterations
     points = load_solver_config("points")
@@ -319,6 +331,7 @@ def test_configuration_files_and_overrides():
     assert points.weights.position_sigma_mm < default.weights.position_sigma_mm
     cfg = default.merged({"optimiser.iterations": 7, "weights": {"prior": 0.5}})
     assert cfg.optimiser.iterations == 7 and cfg.weights.prior == 0.5
+    assert cfg.weights.accel_sigma == default.weights.accel_sigma
     with pytest.raises(ConfigError, match="unknown"):
         load_solver_config("default", {"weights.nope": 1.0})
     with pytest.raises(ConfigError, match=r"optimiser\.name"):
@@ -327,3 +340,124 @@ def test_configuration_files_and_overrides():
         load_solver_config("default", {"optimiser.iterations": "many"})
     with pytest.raises(ConfigError, match="unknown baseline config"):
         load_solver_config("nonexistent")
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+@pytest.mark.parametrize("name", ["hybrid", "points"])
+def test_named_configs_override_only_what_their_file_sets(name):
+    import yaml
+
+    from rbmcap.configfiles import conf_file
+
+    layer = yaml.safe_load(conf_file("baseline", f"{name}.yaml").read_text())
+    layer.pop("name")
+    default = _flat(load_solver_config("default").to_dict())
+    cfg = _flat(load_solver_config(name).to_dict())
+    set_here = _flat(layer)
+    assert set_here and set(set_here) <= set(default)
+    for key, value in cfg.items():
+        assert value == (set_here[key] if key in set_here else default[key]), key
+
+
+def test_default_yaml_is_the_one_source_of_the_defaults(tmp_path, monkeypatch):
+    import dataclasses
+
+    from rbmcap.baseline import config as module
+    from rbmcap.baseline.config import OptimiserConfig, SolverConfig
+
+    # no dataclass repeats a default: building one without the YAML is a TypeError
+    for cls in (SolverConfig, OptimiserConfig, module.WeightsConfig, module.ScheduleConfig):
+        fields = dataclasses.fields(cls)
+        assert all(f.default is dataclasses.MISSING for f in fields), cls.__name__
+        assert all(f.default_factory is dataclasses.MISSING for f in fields), cls.__name__
+    # every key must be in default.yaml: without one the configuration does not load
+    text = module.conf_file("baseline", "default.yaml").read_text()
+    assert "\n  history: 50" in text
+    broken = tmp_path / "default.yaml"
+    broken.write_text(text.replace("\n  history: 50", ""))
+    monkeypatch.setattr(module, "conf_file", lambda *parts: broken)
+    with pytest.raises(ConfigError, match=r"misses keys \['optimiser\.history'\]"):
+        load_solver_config("hybrid")
+
+
+def test_a_users_yaml_is_a_layer_over_the_defaults(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("optimiser:\n  iterations: 12\nweights:\n  prior: 0.5\n")
+    mine, default = load_solver_config(path), load_solver_config("default")
+    assert mine.optimiser.iterations == 12 and mine.weights.prior == 0.5
+    assert mine == default.merged({"optimiser.iterations": 12, "weights.prior": 0.5})
+    assert load_solver_config(str(path), {"weights.prior": 0.2}).weights.prior == 0.2
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("weights:\n  priorr: 0.5\n", r"unknown .*weights\.priorr"),
+        ("optimiser:\n  lr: -1.0\n", r"optimiser\.lr = -1\.0: must be > 0"),
+        ("schedule:\n  init: random\n", r"schedule\.init = 'random': expected one of"),
+        ("weights:\n  accel_sigma: -300\n", r"weights\.accel_sigma = -300\.0: must be ≥ 0"),
+        ("schedule:\n  warm_start: 1\n", r"schedule\.warm_start = 1 has the wrong type"),
+        ("record: [0, -5]\n", r"record = \(-5, 0\): iteration counts must be ≥ 0"),
+        ("weights: 3\n", r"weights must be a mapping"),
+    ],
+)
+def test_a_bad_users_yaml_names_the_file_and_the_key(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_solver_config(path)
+    assert str(info.value).startswith(f"{path}: ")
+
+
+def test_a_config_built_in_code_is_validated_too():
+    from dataclasses import replace
+
+    cfg = load_solver_config("default")
+    with pytest.raises(ConfigError, match=r"optimiser\.history = 0"):
+        replace(cfg, optimiser=replace(cfg.optimiser, history=0))
+    with pytest.raises(ConfigError, match=r"overrides: weights\.position_sigma_mm"):
+        cfg.merged({"weights.position_sigma_mm": 0.0})
+
+
+# ---------------------------------------------------------------------------- stop rule
+def test_stop_rule_stops_when_the_relative_decrease_is_at_most_the_tolerance():
+    from rbmcap.baseline.optimisers import StopRule
+
+    rule = StopRule(0.1)
+    assert rule.chunk(50) == 1  # active: test after every iteration
+    assert not rule.should_stop(100.0)  # nothing to compare with yet
+    assert not rule.should_stop(80.0)  # 20 % lower
+    assert not rule.should_stop(71.0)  # 11.25 % lower
+    assert rule.should_stop(64.0)  # 9.9 % lower: at most 10 %
+    rule = StopRule(0.1)
+    assert not rule.should_stop(100.0) and rule.should_stop(90.0)  # exactly 10 %: stop
+    rule = StopRule(0.1)
+    assert not rule.should_stop(100.0) and rule.should_stop(101.0)  # a rise stops
+    rule = StopRule(0.1)
+    assert not rule.should_stop(-100.0) and not rule.should_stop(-120.0)  # |E| for E < 0
+    assert rule.should_stop(-125.0)
+    off = StopRule(0.0)
+    assert off.chunk(50) == 50
+    assert not any(off.should_stop(e) for e in (100.0, 100.0, 200.0))
+
+
+@pytest.mark.parametrize("name", ["lbfgs", "adam"])
+def test_both_optimisers_stop_by_the_same_rule(standin, walk, name):
+    obs = _observe(standin, walk, "rbm14")
+    lr = {"lbfgs": 1.0, "adam": 0.005}[name]
+    over = {"optimiser.name": name, "optimiser.lr": lr}
+    args = (obs.pos, obs.rot, obs.valid)
+    full = Solver(standin, "rbm14", load_solver_config("default", over)).solve(*args, iterations=60)
+    tol = 1e-2
+    config = load_solver_config("default", {**over, "optimiser.tolerance": tol})
+    sol = Solver(standin, "rbm14", config).solve(*args, iterations=60)
+    assert sol.iterations < 60 and full.iterations == 60
+    # the same run up to where it stopped: the records agree until then
+    k = max(i for i, it in enumerate(full.record.iterations) if it <= sol.iterations)
+    assert sol.record.objective[: k + 1] == full.record.objective[: k + 1]

@@ -1,22 +1,35 @@
-"""Solver configuration: YAML under ``conf/baseline/`` (``default``, ``hybrid``, ``points``, or a
-path).
+"""Solver configuration: the dataclasses say what each key means; YAML says what it is.
 
-A file sets any subset of the keys of ``conf/baseline/default.yaml``; the rest keep their
-defaults. Unknown keys and out-of-range values raise :class:`rbmcap.errors.ConfigError`.
+One source of truth: ``rbmcap/conf/baseline/default.yaml`` holds every default, each number with
+the measurement that chose it; the dataclasses below have no defaults. Every other configuration
+(``hybrid``, ``points``, or a user's own YAML path) and every ``overrides`` mapping is a layer on
+top of ``default.yaml`` that sets only what it changes:
+
+    default.yaml  →  the named file or path  →  overrides (nested or dotted keys)
+
+Validation happens in one place (:func:`_check_layer` for keys and types as each layer is read,
+:func:`_check_values` for ranges and choices of the merged result, which
+:class:`SolverConfig` also runs when built directly): an unknown key, a wrong type or an
+out-of-range value raises :class:`rbmcap.errors.ConfigError` naming the file (or ``overrides``)
+and the dotted key.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rbmcap.configfiles import conf_names, load_yaml_mapping, named_yaml
+from rbmcap.baseline.optimisers import STEPPERS
+from rbmcap.configfiles import conf_file, conf_names, load_yaml_mapping, named_yaml
 from rbmcap.errors import ConfigError
 
-OPTIMISERS = ("lbfgs", "adam")
+OPTIMISERS = tuple(STEPPERS)
 INITS = ("kinematic", "rest")
+DTYPES = ("float32", "float64")
 
 
 @dataclass(frozen=True)
@@ -38,12 +51,12 @@ class OptimiserConfig:
             L-BFGS only: Adam already scales each unknown by its own gradient history.
     """
 
-    name: str = "lbfgs"
-    iterations: int = 1000
-    lr: float = 1.0
-    history: int = 50
-    tolerance: float = 0.0
-    precondition: bool = True
+    name: str
+    iterations: int
+    lr: float
+    history: int
+    tolerance: float
+    precondition: bool
 
 
 @dataclass(frozen=True)
@@ -60,12 +73,12 @@ class WeightsConfig:
         betas: weight of ‖β‖² (the shape prior), once per sequence.
     """
 
-    position_sigma_mm: float = 40.0
-    rotation_sigma_deg: float = 20.0
-    prior: float = 0.1
-    pose_l2: float = 0.0
-    accel_sigma: float = 300.0
-    betas: float = 1.0
+    position_sigma_mm: float
+    rotation_sigma_deg: float
+    prior: float
+    pose_l2: float
+    accel_sigma: float
+    betas: float
 
 
 @dataclass(frozen=True)
@@ -83,16 +96,18 @@ class ScheduleConfig:
         shape_frames, shape_iterations: the shape stage (windows only).
     """
 
-    window: int = 0
-    warm_start: bool = True
-    init: str = "kinematic"
-    shape_frames: int = 32
-    shape_iterations: int = 100
+    window: int
+    warm_start: bool
+    init: str
+    shape_frames: int
+    shape_iterations: int
 
 
 @dataclass(frozen=True)
 class SolverConfig:
-    """Everything the solver needs besides the body, the markers and the prior.
+    """Everything the solver needs besides the body, the markers and the prior. Build it with
+    :func:`load_solver_config` (the defaults live in ``default.yaml``), or derive one with
+    :meth:`merged` or :func:`dataclasses.replace`.
 
     Attributes:
         optimiser, weights, schedule: see the classes.
@@ -101,33 +116,14 @@ class SolverConfig:
         dtype: 'float32' or 'float64'.
     """
 
-    optimiser: OptimiserConfig = field(default_factory=OptimiserConfig)
-    weights: WeightsConfig = field(default_factory=WeightsConfig)
-    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
-    record: tuple[int, ...] = (0, 1, 2, 5, 10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000)
-    dtype: str = "float32"
+    optimiser: OptimiserConfig
+    weights: WeightsConfig
+    schedule: ScheduleConfig
+    record: tuple[int, ...]
+    dtype: str
 
     def __post_init__(self) -> None:
-        o, w, s = self.optimiser, self.weights, self.schedule
-        checks = [
-            (o.name in OPTIMISERS, f"optimiser.name {o.name!r}: expected one of {OPTIMISERS}"),
-            (o.iterations >= 0, "optimiser.iterations must be ≥ 0"),
-            (o.lr > 0, "optimiser.lr must be > 0"),
-            (o.history >= 1, "optimiser.history must be ≥ 1"),
-            (o.tolerance >= 0, "optimiser.tolerance must be ≥ 0"),
-            (w.position_sigma_mm > 0, "weights.position_sigma_mm must be > 0"),
-            (w.rotation_sigma_deg > 0, "weights.rotation_sigma_deg must be > 0"),
-            (min(w.prior, w.pose_l2, w.accel_sigma, w.betas) >= 0, "weights must be ≥ 0"),
-            (s.window >= 0, "schedule.window must be ≥ 0"),
-            (s.init in INITS, f"schedule.init {s.init!r}: expected one of {INITS}"),
-            (s.shape_frames >= 1, "schedule.shape_frames must be ≥ 1"),
-            (s.shape_iterations >= 0, "schedule.shape_iterations must be ≥ 0"),
-            (all(r >= 0 for r in self.record), "record: iteration counts must be ≥ 0"),
-            (self.dtype in ("float32", "float64"), f"dtype {self.dtype!r}: float32 or float64"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ConfigError(f"baseline config: {message}")
+        _check_values(_flatten(self.to_dict()), {})
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (for reports and JSON)."""
@@ -137,11 +133,11 @@ class SolverConfig:
 
     def merged(self, overrides: dict[str, Any]) -> SolverConfig:
         """A copy with ``overrides`` (nested dict, or dotted keys like 'optimiser.iterations')."""
-        return _from_dict({**_deep_merge(self.to_dict(), _undot(overrides))}, "overrides")
+        return _build([(self.to_dict(), "config"), (overrides, "overrides")])
 
 
 def available_configs() -> list[str]:
-    """Names of the configurations shipped under ``conf/baseline/``."""
+    """Names of the configurations shipped under ``rbmcap/conf/baseline/``."""
     return conf_names("baseline")
 
 
@@ -150,86 +146,155 @@ def load_solver_config(
 ) -> SolverConfig:
     """Load a solver configuration by name (``default``, ``hybrid``, ``points``) or YAML path.
 
-    Keys the file does not set keep the dataclass defaults (which ``default.yaml`` mirrors).
+    The file is a layer over ``default.yaml``: keys it does not set keep the defaults there.
     ``overrides`` (nested or dotted keys) are applied last.
+
+    Raises:
+        ConfigError: unknown name or missing file; an unknown key, a wrong type or an
+            out-of-range value (the message names the file or 'overrides' and the key).
     """
+    default = conf_file("baseline", "default.yaml")
+    layers = [(load_yaml_mapping(default), str(default))]
     path = named_yaml(name_or_path, "baseline", "baseline config")
-    data = load_yaml_mapping(path)
-    data.pop("name", None)
-    cfg = _from_dict(data, str(path))
-    return cfg.merged(overrides) if overrides else cfg
+    if path.resolve() != default.resolve():
+        layers.append((load_yaml_mapping(path), str(path)))
+    if overrides:
+        layers.append((overrides, "overrides"))
+    return _build(layers)
 
 
-_SECTIONS = {"optimiser": OptimiserConfig, "weights": WeightsConfig, "schedule": ScheduleConfig}
+# ----------------------------------------------------------------------------- validation
+_SECTIONS: dict[str, type] = {
+    "optimiser": OptimiserConfig,
+    "weights": WeightsConfig,
+    "schedule": ScheduleConfig,
+}
 
 
-def _from_dict(data: dict[str, Any], where: str) -> SolverConfig:
-    top = {f.name for f in dataclasses.fields(SolverConfig)}
-    unknown = set(data) - top
+def _types() -> dict[str, Any]:
+    """Dotted key → its annotated type, for every key of a complete configuration."""
+    out = {}
+    for section, cls in _SECTIONS.items():
+        for key, hint in typing.get_type_hints(cls).items():
+            out[f"{section}.{key}"] = hint
+    hints = typing.get_type_hints(SolverConfig)
+    out.update({k: hints[k] for k in ("record", "dtype")})
+    return out
+
+
+def _positive(v) -> bool:
+    return v > 0
+
+
+def _non_negative(v) -> bool:
+    return v >= 0
+
+
+_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "optimiser.name": (lambda v: v in OPTIMISERS, f"expected one of {OPTIMISERS}"),
+    "optimiser.iterations": (_non_negative, "must be ≥ 0"),
+    "optimiser.lr": (_positive, "must be > 0"),
+    "optimiser.history": (lambda v: v >= 1, "must be ≥ 1"),
+    "optimiser.tolerance": (_non_negative, "must be ≥ 0"),
+    "weights.position_sigma_mm": (_positive, "must be > 0"),
+    "weights.rotation_sigma_deg": (_positive, "must be > 0"),
+    "weights.prior": (_non_negative, "must be ≥ 0"),
+    "weights.pose_l2": (_non_negative, "must be ≥ 0"),
+    "weights.accel_sigma": (_non_negative, "must be ≥ 0 (0: no smoothness term)"),
+    "weights.betas": (_non_negative, "must be ≥ 0"),
+    "schedule.window": (_non_negative, "must be ≥ 0 (0: the whole sequence)"),
+    "schedule.init": (lambda v: v in INITS, f"expected one of {INITS}"),
+    "schedule.shape_frames": (lambda v: v >= 1, "must be ≥ 1"),
+    "schedule.shape_iterations": (_non_negative, "must be ≥ 0"),
+    "record": (lambda v: all(r >= 0 for r in v), "iteration counts must be ≥ 0"),
+    "dtype": (lambda v: v in DTYPES, f"expected one of {DTYPES}"),
+}
+"""Range and choice of every key (the one place they are stated)."""
+
+
+def _build(layers: list[tuple[dict[str, Any], str]]) -> SolverConfig:
+    """Merge ``(mapping, where)`` layers in order, check them, and build the dataclasses."""
+    types = _types()
+    flat: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for data, where in layers:
+        for key, value in _check_layer(data, where, types).items():
+            flat[key], sources[key] = value, where
+    missing = sorted(set(types) - set(flat))
+    if missing:
+        raise ConfigError(f"{layers[0][1]}: baseline config misses keys {missing}")
+    _check_values(flat, sources)
+    sections = {
+        name: cls(**{k.split(".", 1)[1]: v for k, v in flat.items() if k.startswith(name + ".")})
+        for name, cls in _SECTIONS.items()
+    }
+    return SolverConfig(**sections, record=flat["record"], dtype=flat["dtype"])
+
+
+def _check_layer(data: dict[str, Any], where: str, types: dict[str, Any]) -> dict[str, Any]:
+    """One layer as {dotted key: value of the right type}; unknown keys and wrong types raise."""
+    data = dict(data)
+    data.pop("name", None)  # a file's own label
+    flat = _flatten(data, where)
+    unknown = sorted(set(flat) - set(types))
     if unknown:
-        raise ConfigError(
-            f"{where}: unknown baseline config keys {sorted(unknown)}; expected {sorted(top)}"
-        )
-    kwargs: dict[str, Any] = {}
-    for key, cls in _SECTIONS.items():
-        section = data.get(key) or {}
-        if not isinstance(section, dict):
-            raise ConfigError(f"{where}: {key} must be a mapping")
-        names = {f.name: f.type for f in dataclasses.fields(cls)}
-        bad = set(section) - set(names)
-        if bad:
-            raise ConfigError(
-                f"{where}: unknown keys {sorted(bad)} in {key}; expected {sorted(names)}"
-            )
-        kwargs[key] = cls(**{k: _coerce(v, cls, k, where) for k, v in section.items()})
-    if "record" in data:
-        rec = data["record"]
-        if not isinstance(rec, list | tuple) or not all(isinstance(r, int) for r in rec):
-            raise ConfigError(f"{where}: record must be a list of iteration counts")
-        kwargs["record"] = tuple(sorted(set(rec)))
-    if "dtype" in data:
-        kwargs["dtype"] = str(data["dtype"])
-    return SolverConfig(**kwargs)
+        section = unknown[0].split(".")[0]
+        if section in _SECTIONS:
+            known = sorted(k for k in types if k.startswith(section + "."))
+        else:
+            known = sorted({k.split(".")[0] for k in types})
+        raise ConfigError(f"{where}: unknown baseline config keys {unknown}; known: {known}")
+    return {key: _coerce(value, types[key], key, where) for key, value in flat.items()}
 
 
-def _coerce(value: Any, cls, key: str, where: str) -> Any:
-    default = getattr(cls(), key)
+def _check_values(flat: dict[str, Any], sources: dict[str, str]) -> None:
+    """Ranges and choices (:data:`_CHECKS`); the error names the layer that set the key."""
+    for key, (ok, message) in _CHECKS.items():
+        if key in flat and not ok(flat[key]):
+            where = sources.get(key, "baseline config")
+            raise ConfigError(f"{where}: {key} = {flat[key]!r}: {message}")
+
+
+def _flatten(data: dict[str, Any], where: str = "baseline config") -> dict[str, Any]:
+    """Nested and dotted keys alike as dotted keys: {'a': {'b': 1}, 'c.d': 2} → a.b, c.d."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        key = str(key)
+        if key in _SECTIONS and not isinstance(value, dict):
+            raise ConfigError(f"{where}: {key} must be a mapping, got {value!r}")
+        if isinstance(value, dict):
+            out.update({f"{key}.{k}": v for k, v in _flatten(value, where).items()})
+        else:
+            out[key] = value
+    return out
+
+
+def _coerce(value: Any, hint: Any, key: str, where: str) -> Any:
+    """``value`` as type ``hint`` (bool, int, float, str or tuple[int, ...]), strictly."""
     try:
-        if isinstance(default, bool):
+        if hint is bool:
             if not isinstance(value, bool):
                 raise TypeError
             return value
-        if isinstance(default, int):
+        if hint is int:
             if isinstance(value, bool) or int(value) != value:
                 raise TypeError
             return int(value)
-        if isinstance(default, float):
+        if hint is float:
             if isinstance(value, bool):
                 raise TypeError
-            return float(value)
-        return str(value)
+            return float(value)  # YAML reads 1e-2 (no dot) as text
+        if hint is str:
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+        if not isinstance(value, list | tuple) or not all(
+            isinstance(r, int) and not isinstance(r, bool) for r in value
+        ):
+            raise TypeError
+        return tuple(sorted(set(value)))
     except (TypeError, ValueError):
+        expected = hint.__name__ if hint in (bool, int, float, str) else "a list of integers"
         raise ConfigError(
-            f"{where}: {cls.__name__}.{key} = {value!r} has the wrong type "
-            f"(expected {type(default).__name__})"
+            f"{where}: {key} = {value!r} has the wrong type (expected {expected})"
         ) from None
-
-
-def _undot(d: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in d.items():
-        parts = str(key).split(".")
-        node = out
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = value
-    return out
-
-
-def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = (
-            _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-        )
-    return out

@@ -111,9 +111,24 @@ def test_legacy_mpjre_matches_a_hand_computation():
     pred[0, 2] = torch.tensor([-3.0, 0.0, 0.0])  # Δ = −6 wraps to 2π − 6 ≈ 0.283
     expected = (0.6 + (2 * math.pi - 6.0)) / (23 * 3)
     assert legacy_mpjre(pred, true).item() == pytest.approx(expected, rel=1e-12)
-    # Rotation matrices are converted to axis-angle first.
-    as_mats = legacy_mpjre(roma.rotvec_to_rotmat(pred[:, :, :]), roma.rotvec_to_rotmat(pred))
-    assert as_mats.item() == pytest.approx(0.0, abs=1e-7)
+
+
+def test_legacy_mpjre_converts_rotation_matrices_to_axis_angle():
+    def about_x(a):  # written out, not through roma
+        c, s = math.cos(a), math.sin(a)
+        return torch.tensor([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]], dtype=torch.float64)
+
+    def about_z(a):
+        c, s = math.cos(a), math.sin(a)
+        return torch.tensor([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
+
+    pred = torch.eye(3, dtype=torch.float64).repeat(1, 24, 1, 1)
+    true = torch.zeros(1, 24, 3, dtype=torch.float64)  # axis-angle, mixed with matrices
+    pred[0, 0] = about_z(1.0)  # root: excluded
+    pred[0, 3], true[0, 3, 0] = about_x(0.4), 0.1  # axis-angle (0.4, 0, 0) vs (0.1, 0, 0): 0.3
+    pred[0, 5], true[0, 5, 2] = about_z(2.5), -2.5  # 2.5 − (−2.5) = 5 wraps to 2π − 5
+    expected = (0.3 + (2 * math.pi - 5.0)) / (23 * 3)
+    assert legacy_mpjre(pred, true).item() == pytest.approx(expected, rel=1e-9)
 
 
 def test_legacy_mpjre_joint_subset():

@@ -53,17 +53,21 @@ def rotation_between(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     a, b = torch.broadcast_tensors(a, b)
     a = a / a.norm(dim=-1, keepdim=True)
     b = b / b.norm(dim=-1, keepdim=True)
-    axis = torch.linalg.cross(a, b)
-    sin = axis.norm(dim=-1, keepdim=True)
+    cross = torch.linalg.cross(a, b)
+    sin = cross.norm(dim=-1, keepdim=True)
     cos = (a * b).sum(-1, keepdim=True)
-    # For antiparallel vectors any perpendicular axis works; take one from a's smallest component.
+    # Near-opposite directions leave a × b mostly rounding error, but any axis perpendicular to a
+    # then turns a onto (nearly) −a: keep the axis exactly perpendicular to a, and where it
+    # vanishes take one from a's smallest component.
+    axis = cross - (cross * a).sum(-1, keepdim=True) * a
+    length = axis.norm(dim=-1, keepdim=True)
     helper = torch.zeros_like(a)
     helper.scatter_(-1, a.abs().argmin(-1, keepdim=True), 1.0)
     perp = torch.linalg.cross(a, helper)
     perp = perp / perp.norm(dim=-1, keepdim=True)
-    unit_axis = torch.where(sin > 1e-12, axis / sin.clamp_min(1e-12), perp)
-    angle = torch.atan2(sin, cos)
-    return roma.rotvec_to_rotmat(unit_axis * angle)
+    tiny = torch.finfo(a.dtype).eps
+    unit_axis = torch.where(length > tiny, axis / length.clamp_min(tiny), perp)
+    return roma.rotvec_to_rotmat(unit_axis * torch.atan2(sin, cos))
 
 
 def rotmat_slerp(r0: torch.Tensor, r1: torch.Tensor, w: torch.Tensor | float) -> torch.Tensor:

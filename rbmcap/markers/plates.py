@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import trimesh
 
 from rbmcap.errors import ModelError
 
@@ -56,14 +57,6 @@ def faces_around(faces: np.ndarray, vertex_id: int) -> np.ndarray:
     return np.stack([np.roll(f[r], -c) for r, c in zip(rows, cols, strict=True)], 0)
 
 
-def triangle_areas(vertices: np.ndarray, tris: np.ndarray) -> np.ndarray:
-    """Areas (n,) of triangles ``tris`` (n, 3) over ``vertices`` (V, 3)."""
-    v = np.asarray(vertices, dtype=np.float64)
-    e1 = v[tris[:, 1]] - v[tris[:, 0]]
-    e2 = v[tris[:, 2]] - v[tris[:, 0]]
-    return 0.5 * np.linalg.norm(np.cross(e1, e2), axis=-1)
-
-
 def plate_topology(
     faces: np.ndarray, rest_vertices: np.ndarray, vertex_ids: np.ndarray
 ) -> PlateTopology:
@@ -82,7 +75,8 @@ def plate_topology(
         if len(fan) < 2:
             raise ModelError(f"vertex {int(v)} lies on fewer than two faces; no plate frame there")
         fans.append(fan)
-        refs.append(fan[int(np.argmin(triangle_areas(rest_vertices, fan)))])
+        areas = trimesh.triangles.area(np.asarray(rest_vertices, dtype=np.float64)[fan])
+        refs.append(fan[int(np.argmin(areas))])
     skin_ids = np.unique(np.concatenate([ids, *[f.reshape(-1) for f in fans]]))
     local = {int(g): i for i, g in enumerate(skin_ids)}
     to_local = np.vectorize(local.__getitem__, otypes=[np.int64])

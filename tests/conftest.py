@@ -1,4 +1,5 @@
-"""Shared test set-up: no network, a private cache, the stand-in body once per session."""
+"""Shared test set-up: no network, a private cache, the stand-in body once per session, and
+hypothesis profiles (``ci``: derandomised, chosen when ``CI`` is set; ``dev``: the default)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,22 @@ os.environ["WANDB_MODE"] = "disabled"
 os.environ.setdefault("RBMCAP_CACHE", tempfile.mkdtemp(prefix="rbmcap-test-cache-"))
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# CI runs must not depend on luck: the same examples every run (hypothesis derives them from the
+# test itself), no example database. Locally, random exploration keeps finding new cases.
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+)
 
 
 @pytest.fixture(scope="session")

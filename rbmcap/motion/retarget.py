@@ -34,6 +34,7 @@ from scipy.ndimage import gaussian_filter1d
 
 from rbmcap.configfiles import conf_dir, load_yaml_mapping
 from rbmcap.errors import ConfigError, FormatError
+from rbmcap.geometry import global_to_local
 from rbmcap.motion.bvh import BVH, read_bvh
 from rbmcap.motion.kinematics import FOOT_JOINTS, MotionKinematics
 from rbmcap.motion.rotations import rotation_between, rotmat_slerp_pairwise
@@ -174,10 +175,7 @@ def retarget_bvh(
     world = _world_from_bvh(joint_map.up_axis)
     align = _rest_alignment(mapped, smpl_rest, bvh_rest)
     globals_ = _smpl_global_rotations(mapped, align, world, torch.from_numpy(b_rot))
-    parents = torch.tensor([max(p, 0) for p in SMPL_PARENTS])
-    local = globals_[:, parents].transpose(-1, -2) @ globals_
-    local[:, 0] = globals_[:, 0]
-    poses = roma.rotmat_to_rotvec(local).numpy()
+    poses = roma.rotmat_to_rotvec(global_to_local(globals_)).numpy()
 
     if translation_scale == "auto":
         scale = _leg_ratio(mapped, smpl_rest, bvh_rest)

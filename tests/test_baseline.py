@@ -461,3 +461,23 @@ def test_both_optimisers_stop_by_the_same_rule(standin, walk, name):
     # the same run up to where it stopped: the records agree until then
     k = max(i for i, it in enumerate(full.record.iterations) if it <= sol.iterations)
     assert sol.record.objective[: k + 1] == full.record.objective[: k + 1]
+
+
+# -------------------------------------------------------------------------------- bench
+def test_bench_baseline_quick_prints_one_json_object(capsys):
+    import json
+
+    from rbmcap.bench.baseline import QUICK_FRAMES, QUICK_ITERATIONS
+    from rbmcap.cli.main import main
+
+    assert main(["bench", "baseline", "--quick", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["benchmark"] == "baseline" and out["markers"] == "rbm14"
+    assert out["frames"] == QUICK_FRAMES and out["iterations"] == QUICK_ITERATIONS
+    for key in ("ms_per_frame", "network_ms_per_frame", "solver_to_network_time_ratio"):
+        assert out[key] > 0, key
+    curve = out["curve"]
+    assert curve["iterations"][-1] == QUICK_ITERATIONS
+    assert len(curve["mpjpe_mm"]) == len(curve["iterations"]) == len(curve["ms_per_frame"])
+    assert curve["mpjpe_mm"][-1] < curve["mpjpe_mm"][0]
+    assert out["converged_iterations"] in curve["iterations"]

@@ -21,12 +21,12 @@ def network_predictor(ckpt: str | None = None):
         return Predictor.from_checkpoint(ckpt)
     from hydra import compose, initialize_config_dir
 
-    from rbmcap.bench.train import CONF
     from rbmcap.body import load_body_model
+    from rbmcap.configfiles import conf_dir
     from rbmcap.markers.markerset import load_marker_set
     from rbmcap.training.run import build_model
 
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose("train")
     body = load_body_model(str(cfg.data.body))
     return Predictor(build_model(cfg, body, load_marker_set(str(cfg.markers.name))))

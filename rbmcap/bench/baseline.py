@@ -29,51 +29,28 @@ def run(quick: bool = False, device: str = "cpu") -> dict:
     the MPJPE curve converged), ``network_ms_per_frame``, ``solver_to_network_time_ratio``,
     ``curve`` and the set-up (model, markers, frames, optimiser, iterations, evaluations).
     """
-    from rbmcap.baseline import Solver, fit_pose_prior, load_solver_config
-    from rbmcap.body import load_body_model
-    from rbmcap.markers.synth import Synthesizer
-    from rbmcap.motion.procedural.library import generate
+    from rbmcap.baseline import Solver, load_solver_config
 
-    body = load_body_model("standin")
-    frames = QUICK_FRAMES if quick else FRAMES
-    motion = generate("walk", seed=0, body=body)
-    poses, trans = motion.poses[:frames], motion.trans[:frames]
-    obs = Synthesizer(body, "rbm14", "none")(poses, trans, motion.betas, key="bench")
-    kinds = ("run",) if quick else ("run", "walk")
-    train = np.concatenate([generate(k, seed=1, body=body).poses for k in kinds])
-    prior = fit_pose_prior(train, num_components=4, seed=0)
+    body, motion, obs, prior = _sequence_and_prior(quick)
     config = load_solver_config("default")
     iterations = QUICK_ITERATIONS if quick else config.optimiser.iterations
     solver = Solver(body, "rbm14", config, prior=prior, device=device)
-    best = None
-    for _ in range(1 if quick else 2):
-        sol = solver.solve(
-            obs.pos,
-            obs.rot,
-            obs.valid,
-            fps=motion.fps,
-            truth_joints=obs.joints,
+    solves = [
+        solver.solve(
+            obs.pos, obs.rot, obs.valid, fps=motion.fps, truth_joints=obs.joints,
             iterations=iterations,
         )
-        if best is None or sol.seconds < best.seconds:
-            best = sol
+        for _ in range(1 if quick else 2)
+    ]  # fmt: skip
+    best = min(solves, key=lambda sol: sol.seconds)
     rec = best.record
     k = rec.iterations.index(rec.converged_at("mpjpe_mm"))
-    # the default network on the same frames, in the same process (weights do not change cost)
-    from rbmcap.bench.infer import network_predictor
-
-    predictor = network_predictor()
-    predictor.predict(obs.pos, obs.rot, obs.valid)  # warm-up
-    repeats = 1 if quick else 3
-    net_s = min(
-        _timed(lambda: predictor.predict(obs.pos, obs.rot, obs.valid)) for _ in range(repeats)
-    )
-    net_ms = 1e3 * net_s / best.frames
+    net_ms = _network_ms_per_frame(obs, repeats=1 if quick else 3)
     return {
         "model": body.identity,
         "markers": "rbm14",
         "realism": "none",
-        "sequence": f"procedural walk seed 0, first {len(poses)} frames",
+        "sequence": f"procedural walk seed 0, first {best.frames} frames",
         "frames": best.frames,
         "device": str(device),
         "torch_threads": torch.get_num_threads(),
@@ -93,6 +70,37 @@ def run(quick: bool = False, device: str = "cpu") -> dict:
             "ms_per_frame": rec.ms_per_frame,
         },
     }
+
+
+def _sequence_and_prior(quick: bool):
+    """The stand-in body, the walk, its noise-free rbm14 observations (first frames) and the
+    pose prior fitted on other motions."""
+    from rbmcap.baseline import fit_pose_prior
+    from rbmcap.body import load_body_model
+    from rbmcap.markers.synth import Synthesizer
+    from rbmcap.motion.procedural.library import generate
+
+    body = load_body_model("standin")
+    frames = QUICK_FRAMES if quick else FRAMES
+    motion = generate("walk", seed=0, body=body)
+    poses, trans = motion.poses[:frames], motion.trans[:frames]
+    obs = Synthesizer(body, "rbm14", "none")(poses, trans, motion.betas, key="bench")
+    kinds = ("run",) if quick else ("run", "walk")
+    train = np.concatenate([generate(k, seed=1, body=body).poses for k in kinds])
+    return body, motion, obs, fit_pose_prior(train, num_components=4, seed=0)
+
+
+def _network_ms_per_frame(obs, repeats: int) -> float:
+    """The default network on the same frames, in the same process (weights do not change the
+    cost): best of ``repeats`` whole-sequence predictions after a warm-up, ms per frame."""
+    from rbmcap.bench.infer import network_predictor
+
+    predictor = network_predictor()
+    predictor.predict(obs.pos, obs.rot, obs.valid)  # warm-up
+    seconds = min(
+        _timed(lambda: predictor.predict(obs.pos, obs.rot, obs.valid)) for _ in range(repeats)
+    )
+    return 1e3 * seconds / obs.pos.shape[0]
 
 
 def _timed(fn) -> float:

@@ -4,7 +4,22 @@ its Gaussian-mixture pose prior, and the hybrid mode (start from the network's a
 >>> prior = fit_pose_prior(train_poses, num_components=8, seed=0)
 >>> solver = Solver(body, "rbm14", "default", prior=prior)
 >>> sol = solver.solve(pos, rot, valid, fps=60.0, truth_joints=joints)
->>> hybrid = solver.solve(pos, rot, valid, init=network_answer, iterations=20)
+>>> sol.params, sol.record.mpjpe_mm              # SMPLParams, the convergence curve
+>>> hybrid = solver.solve(pos, rot, valid, init=network_params, iterations=20)  # SMPLParams
+
+Where each part lives:
+
+- ``solver.py``: :class:`Solver`: checks the inputs, the shape stage, each window's start, and
+  joins the windows into a :class:`Solution`.
+- ``window.py``: one window's optimisation: the scaled unknowns, the objective's closure, the
+  loop to each recorded iteration count, and its records and snapshots (NamedTuples).
+- ``optimisers.py``: one small strategy per optimiser (L-BFGS, Adam) and the early-stopping rule.
+- ``objective.py``: the objective term by term; ``scaling.py``: the unknowns' preconditioning.
+- ``init.py``: the start read off the plates; ``prior.py``: the Gaussian-mixture pose prior.
+- ``result.py``: :class:`Solution` (its answer an :class:`rbmcap.body.params.SMPLParams`) and
+  :class:`ConvergenceRecord`.
+- ``config.py``: what each setting means; ``rbmcap/conf/baseline/default.yaml``: every default
+  and the measurement behind it (``hybrid``, ``points`` and users' files are layers on top).
 """
 
 from rbmcap.baseline.config import (

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import re
+from pathlib import Path
 
 import lightning as L
 import pytest
@@ -75,10 +77,11 @@ def test_eval_writes_the_report_for_every_method(checkpoint, tiny_dataset, tmp_p
     [
         (["--ckpt", "/no/such.ckpt"], "no such checkpoint"),
         (["--split", "nope"], "no split 'nope'"),
-        (["--max-frames", "0"], "must be positive"),
-        (["--hybrid-fraction", "2"], "expected 0 … 1"),
-        (["--frames-per-sequence", "-3"], "must be positive"),
-        (["--hybrid-start-error", "0.5"], "needs --hybrid"),
+        (["--max-frames", "0"], "max_frames = 0: must be a positive integer"),
+        (["--hybrid-fraction", "2"], "hybrid_fraction = 2.0: expected 0 … 1"),
+        (["--frames-per-sequence", "-3"], "frames_per_sequence = -3: must be a positive"),
+        (["--solver-iterations", "0"], "solver_iterations = 0: must be a positive"),
+        (["--hybrid-start-error", "0.5"], "start_errors = [0.5]: needs hybrid"),
     ],
 )
 def test_eval_bad_input_is_one_line(checkpoint, tiny_dataset, tmp_path, capsys, extra, needle):
@@ -125,17 +128,20 @@ def test_claims_are_judged_from_the_averages():
 
 
 def test_hybrid_budget_fits_a_fifth_of_the_baseline_time():
-    from rbmcap.evaluation.runner import MethodResult, hybrid_budget
+    from rbmcap.evaluation.methods import hybrid_budget
+    from rbmcap.evaluation.results import MethodResult
 
     base = MethodResult("baseline_6dof", "b", iterations=100, converged_ms_per_frame=21.0)
     base.convergence = [{"iterations": [0, 50, 100, 200], "ms_per_frame": [1.0, 11.0, 21.0, 41.0]}]
     net = MethodResult("network", "n", seconds=0.0005, frames=1)  # 0.5 ms/frame
     # 0.85 * 0.2 * 21 ms = 3.57 ms, less 0.5 ms for the network, at 0.2 ms per iteration
-    assert hybrid_budget(base, net, 0.2) == 15
+    assert hybrid_budget(base, net, 0.2, 0.85) == 15
+    # the margin is the planned share: all of it, 0.2 * 21 - 0.5 = 3.7 ms
+    assert hybrid_budget(base, net, 0.2, 1.0) == 18
     # early iterations cost more: the record's own times are used
     base.convergence[0]["ms_per_frame"] = [1.0, 4.0, 21.0, 31.0]  # 3 ms over the first 50
-    assert hybrid_budget(base, net, 0.4) == 50 + int((0.85 * 0.4 * 21 - 0.5 - 3) / (17 / 50))
-    assert hybrid_budget(base, net, 0.01) == 1
+    assert hybrid_budget(base, net, 0.4, 0.85) == 50 + int((0.85 * 0.4 * 21 - 0.5 - 3) / (17 / 50))
+    assert hybrid_budget(base, net, 0.01, 0.85) == 1
 
 
 def test_oracle_start_scales_the_network_error():
@@ -143,6 +149,7 @@ def test_oracle_start_scales_the_network_error():
     import roma
     import torch
 
+    from rbmcap.body.params import SMPLParams
     from rbmcap.evaluation.oracle import scaled_error_start
 
     rng = np.random.default_rng(0)
@@ -155,11 +162,16 @@ def test_oracle_start_scales_the_network_error():
         ra, rb = (roma.rotvec_to_rotmat(torch.as_tensor(x, dtype=torch.float64)) for x in (a, b))
         return roma.rotmat_geodesic_distance(ra, rb).numpy()
 
+    def start(f):
+        params = scaled_error_start(SMPLParams.from_mapping(net), SMPLParams.from_mapping(truth), f)
+        assert isinstance(params, SMPLParams)
+        return params.numpy()
+
     for f, ref in ((0.0, truth), (1.0, net)):
-        got = scaled_error_start(net, truth, f)
+        got = start(f)
         assert angle(got["poses"], ref["poses"]).max() < 1e-5
         np.testing.assert_allclose(got["trans"], ref["trans"], atol=1e-6)
-    half = scaled_error_start(net, truth, 0.5)
+    half = start(0.5)
     # geodesic: half the angle to the truth, and the other half to the network
     full = angle(net["poses"], truth["poses"])
     np.testing.assert_allclose(angle(half["poses"], truth["poses"]), full / 2, atol=1e-5)
@@ -168,3 +180,67 @@ def test_oracle_start_scales_the_network_error():
     assert half["betas"].shape == (16,)
     np.testing.assert_allclose(half["betas"][10:], net["betas"][10:] / 2, atol=1e-6)
     np.testing.assert_allclose(half["trans"], truth["trans"] + 0.05, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("changes", "needle"),
+    [
+        ({"max_frames": 0}, "max_frames = 0"),
+        ({"max_frames": 2.5}, "max_frames = 2.5"),
+        ({"frames_per_sequence": -1}, "frames_per_sequence = -1"),
+        ({"solver_iterations": 0}, "solver_iterations = 0"),
+        ({"hybrid_fraction": 1.5}, "hybrid_fraction = 1.5"),
+        ({"hybrid_fraction": -0.1}, "hybrid_fraction = -0.1"),
+        ({"hybrid_margin": 0.0}, "hybrid_margin = 0.0"),
+        ({"hybrid_margin": 1.2}, "hybrid_margin = 1.2"),
+        ({"start_errors": (0.5,)}, "start_errors = [0.5]: needs hybrid"),
+        ({"start_errors": (-1.0,), "hybrid": True}, "start_errors = [-1.0]: must be ≥ 0"),
+    ],
+)
+def test_eval_options_check_every_field(changes, needle):
+    from rbmcap.errors import ConfigError
+    from rbmcap.evaluation import EvalOptions
+
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        EvalOptions(ckpt="m.ckpt", data="d", **changes)
+    ok = EvalOptions(ckpt="m.ckpt", data="d", hybrid=True, start_errors=[1, 0.5, 1])
+    assert ok.start_errors == (1.0, 0.5)  # duplicates dropped, order kept
+    ok.max_frames = 0  # a library caller changing a field afterwards is checked by evaluate
+    with pytest.raises(ConfigError, match="max_frames = 0"):
+        ok.validate()
+
+
+def test_eval_cli_defaults_are_the_options_defaults(tmp_path):
+    import dataclasses
+
+    from rbmcap.cli.main import build_parser
+    from rbmcap.evaluation import EvalOptions
+
+    args = build_parser().parse_args(["eval", "--ckpt", "m", "--data", "d", "--out", "o"])
+    built = EvalOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(EvalOptions)})
+    assert dataclasses.asdict(built) == dataclasses.asdict(
+        EvalOptions(ckpt=Path("m"), data=Path("d"))
+    )
+    # every field reaches the CLI under its own name
+    args = build_parser().parse_args(["eval", "--ckpt", "m", "--data", "d", "--out", "o",
+                                      "--no-vertices", "--hybrid-start-error", "0.5",
+                                      "--solver-iterations", "7"])  # fmt: skip
+    assert (args.vertices, args.start_errors, args.solver_iterations) == (False, [0.5], 7)
+
+
+def test_fraction_wording_follows_the_value():
+    from rbmcap.evaluation.report import definitions
+    from rbmcap.evaluation.wording import fraction_in_words, share_of
+
+    assert fraction_in_words(0.2) == "a fifth"
+    assert fraction_in_words(0.5) == "half"
+    assert fraction_in_words(1 / 3) == "a third"
+    assert fraction_in_words(0.3) == "0.3×"
+    assert share_of(0.25, "the time") == "a quarter of the time"
+    assert share_of(0.3, "the time") == "0.3 × the time"
+    text = definitions({"hybrid_fraction": 0.2, "hybrid_margin": 0.85})
+    assert "fit in a fifth of the baseline's converged time (85 % of it planned for)" in text
+    text = definitions({"hybrid_fraction": 0.3, "hybrid_margin": 0.9})
+    assert "fit in 0.3 × the baseline's converged time (90 % of it planned for)" in text
+    assert "a fifth" not in text and "85 %" not in text
+    assert "config's iterations" in definitions({"hybrid_fraction": 0.0})

@@ -7,6 +7,7 @@ import pytest
 import torch
 from test_training import _module
 
+from rbmcap.body.params import SMPLParams
 from rbmcap.errors import DataError, FormatError, ModelError
 from rbmcap.inference import Predictor
 
@@ -28,10 +29,11 @@ def test_chunked_prediction_of_a_per_frame_network_equals_one_pass(standin):
     chunked = Predictor(model, chunk=50, overlap=10).predict(pos, rot, valid)
     with torch.no_grad():
         full = model(*(torch.as_tensor(x)[None] for x in (pos, rot, valid)))
-    np.testing.assert_allclose(chunked.rotmats, full["rotmats"][0].numpy(), atol=1e-5)
+    assert isinstance(chunked, SMPLParams)
+    np.testing.assert_allclose(chunked.rotmats.numpy(), full["rotmats"][0].numpy(), atol=1e-5)
     # trans depends on the betas (through the pelvis rest position), which each chunk averages
     # over its own frames: equal up to that small shape difference
-    np.testing.assert_allclose(chunked.trans, full["trans"][0].numpy(), atol=5e-3)
+    np.testing.assert_allclose(chunked.trans.numpy(), full["trans"][0].numpy(), atol=5e-3)
     assert chunked.poses.shape == (237, 24, 3) and chunked.betas.shape == (10,)
 
 
@@ -40,7 +42,7 @@ def test_short_sequences_and_exact_chunk_multiples(standin):
     p = Predictor(model, chunk=40, overlap=5)
     for t in (1, 7, 40, 70, 80):
         out = p.predict(*_observations(t))
-        assert out.rotmats.shape == (t, 24, 3, 3) and np.isfinite(out.trans).all()
+        assert out.rotmats.shape == (t, 24, 3, 3) and torch.isfinite(out.trans).all()
 
 
 def test_streaming_a_causal_gru_equals_the_whole_window(standin):

@@ -1,5 +1,29 @@
-"""Evaluation: the network against the optimisation baseline and the hybrid, on one split."""
+"""Evaluation: the network against the optimisation baseline and the hybrid, on one split.
 
-from rbmcap.evaluation.runner import EvalOptions, MethodResult, evaluate
+- :mod:`~rbmcap.evaluation.options`: :class:`EvalOptions`, the defaults and their checks.
+- :mod:`~rbmcap.evaluation.sequences`: the evaluated sequences of a split.
+- :mod:`~rbmcap.evaluation.methods`: each method as an object with ``run(sequence)``.
+- :mod:`~rbmcap.evaluation.results`: per-method results, scoring and aggregation.
+- :mod:`~rbmcap.evaluation.runner`: :func:`evaluate`, a loop over the methods.
+- :mod:`~rbmcap.evaluation.oracle`: oracle starts for the hybrid study.
+- :mod:`~rbmcap.evaluation.report`: ``report.md``, ``metrics.json``, CSV and plots.
+
+:class:`EvalOptions` is imported eagerly (light: the CLI builds its parser from it); the rest
+on first use.
+"""
+
+from rbmcap.evaluation.options import EvalOptions
 
 __all__ = ["EvalOptions", "MethodResult", "evaluate"]
+
+
+def __getattr__(name: str):
+    if name == "evaluate":
+        from rbmcap.evaluation.runner import evaluate
+
+        return evaluate
+    if name == "MethodResult":
+        from rbmcap.evaluation.results import MethodResult
+
+        return MethodResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from rbmcap.evaluation.runner import ORACLE_PREFIX, MethodResult
+from rbmcap.evaluation.methods import ORACLE_PREFIX
+from rbmcap.evaluation.options import HYBRID_CLAIM_FRACTION, EvalOptions
+from rbmcap.evaluation.results import MethodResult
+from rbmcap.evaluation.wording import share_of
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 TABLE = (
@@ -32,7 +35,7 @@ TABLE = (
     ("ms_per_frame", "ms/frame"),
 )
 
-DEFINITIONS = """\
+_DEFINITIONS = """\
 - **MPJPE**: mean Euclidean distance over the 24 SMPL joints, no alignment (mm).
 - **root-aligned MPJPE**: the same after subtracting each skeleton's pelvis position (mm).
 - **PA-MPJPE**: the same after a per-frame rigid Procrustes alignment, no scale (mm).
@@ -49,14 +52,29 @@ DEFINITIONS = """\
   prediction. A baseline is read off its convergence curve at the iteration count where its
   MPJPE converged (within 2 % of its best; see the convergence table): every metric of its row
   is its answer there, and its time is the time to get there. The
-  hybrid's is its full solver budget plus the network pass that starts it. With the baseline
-  run too, the hybrid gets the iterations that fit in a fifth of the baseline's converged time
-  (85 % of it planned for), at the baseline's measured cost of its first iterations.
+  hybrid's is its full solver budget plus the network pass that starts it. {hybrid_budget}
 - **oracle start** (``--hybrid-start-error F``): the hybrid with the same budget from the truth
   moved F of the way to the network's answer (geodesically per joint): a network with F times
   this one's error. A study of what network the hybrid claim needs, not a method.
 - Averages are over frames (every frame counts once); per-sequence values are in
   per_sequence.csv."""
+
+
+def definitions(options: dict) -> str:
+    """The report's definitions, the hybrid's budget worded from the ``options`` it ran with
+    (:meth:`EvalOptions.as_dict`; a missing option reads as its default)."""
+    fraction = options.get("hybrid_fraction")
+    if fraction:
+        margin = options.get("hybrid_margin", EvalOptions.hybrid_margin)
+        share = share_of(fraction, "the baseline's converged time")
+        budget = (
+            f"With the baseline run too, the hybrid gets the iterations that fit in {share} "
+            f"({100 * margin:g} % of it planned for), at the baseline's measured cost of its "
+            "first iterations."
+        )
+    else:
+        budget = "The hybrid runs its solver config's iterations."
+    return _DEFINITIONS.format(hybrid_budget=budget)
 
 
 def write_report(result: dict, out: str | os.PathLike) -> dict:
@@ -92,7 +110,7 @@ def write_report(result: dict, out: str | os.PathLike) -> dict:
     return metrics
 
 
-HYBRID_TIME_FRACTION = 0.2
+HYBRID_TIME_FRACTION = HYBRID_CLAIM_FRACTION
 """The hybrid claim: at most the 6-DoF baseline's MPJPE in at most this fraction of its time."""
 
 SPEEDUP_CLAIM = 10.0
@@ -217,7 +235,7 @@ def _markdown(metrics, methods, averages, plots) -> str:
             "| MPJPE mm | " + " | ".join(_fmt(v) for v in c["mpjpe_mm"]) + " |",
             "| ms/frame | " + " | ".join(_fmt(v) for v in c["ms_per_frame"]) + " |",
         ]
-    lines += ["", "## Definitions", "", DEFINITIONS, "", "## Plots", ""]
+    lines += ["", "## Definitions", "", definitions(metrics["options"]), "", "## Plots", ""]
     lines += [f"![{p.stem}]({p.name})" for p in plots]
     return "\n".join(lines) + "\n"
 

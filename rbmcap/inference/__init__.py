@@ -1,5 +1,5 @@
 """Running trained networks: whole sequences (chunked) and frame-by-frame streams."""
 
-from rbmcap.inference.predictor import Prediction, Predictor
+from rbmcap.inference.predictor import Predictor
 
-__all__ = ["Prediction", "Predictor"]
+__all__ = ["Predictor"]

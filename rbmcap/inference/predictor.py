@@ -8,25 +8,13 @@ or use a causal GRU's recurrent state. Missing plates are masked through ``valid
 from __future__ import annotations
 
 import collections
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import roma
 import torch
 
+from rbmcap.body.params import SMPLParams
 from rbmcap.errors import DataError, FormatError, ModelError
-
-
-@dataclass
-class Prediction:
-    """SMPL parameters of a sequence: ``rotmats`` (T, 24, 3, 3) local rotations (joint 0 global,
-    world Z up), ``poses`` (T, 24, 3) axis-angle, ``betas`` (B,), ``trans`` (T, 3) metres."""
-
-    rotmats: np.ndarray
-    poses: np.ndarray
-    betas: np.ndarray
-    trans: np.ndarray
 
 
 class Predictor:
@@ -84,8 +72,13 @@ class Predictor:
         return pos, rot, valid
 
     @torch.no_grad()
-    def predict(self, pos, rot, valid) -> Prediction:
-        """Predict a whole sequence: pos (T, N, 3) m, rot (T, N, 3, 3), valid (T, N) bool."""
+    def predict(self, pos, rot, valid) -> SMPLParams:
+        """Predict a whole sequence: pos (T, N, 3) m, rot (T, N, 3, 3), valid (T, N) bool.
+
+        Returns:
+            :class:`SMPLParams` (CPU float32): ``poses`` (T, 24, 3), ``betas`` (B,) averaged over
+            the frames, ``trans`` (T, 3) m.
+        """
         pos, rot, valid = self._check(pos, rot, valid)
         t = pos.shape[0]
         step = self.chunk - 2 * self.overlap
@@ -106,12 +99,7 @@ class Predictor:
             trans[lo:hi] = out["trans"][0, lo - s : hi - s].cpu()
             betas_sum += out["betas"][0, lo - s : hi - s].sum(0).cpu()
             betas_n += hi - lo
-        return Prediction(
-            rotmats=rotmats.numpy(),
-            poses=roma.rotmat_to_rotvec(rotmats).numpy(),
-            betas=(betas_sum / max(betas_n, 1)).numpy(),
-            trans=trans.numpy(),
-        )
+        return SMPLParams.from_rotmats(rotmats, betas_sum / max(betas_n, 1), trans)
 
     def stream(self, context: int = 60) -> StreamSession:
         """A frame-by-frame session answering for the newest frame (bounded latency)."""

@@ -1,0 +1,222 @@
+"""The evaluated methods (design §7), each a small object with one ``run(sequence)``.
+
+Every method answers one :class:`~rbmcap.evaluation.sequences.Sequence` with
+``(SMPLParams, seconds)``. The evaluation calls, in order, :meth:`Method.prepare` (with the
+results of the methods before it), ``run`` on each of :meth:`Method.sequences`, then
+:meth:`Method.finish` (its convergence curve, for solvers).
+
+- :class:`NetworkMethod`: the trained checkpoint through :class:`rbmcap.inference.Predictor`.
+- :class:`BaselineMethod`: the optimisation solver, 6-DoF on the RBM data or on a point-marker
+  dataset of the same motions, read off its convergence curve: its answer and time at the
+  iteration count where the split's accuracy converged (a snapshot: what a solve stopped there
+  returns), so a generous iteration budget does not count against it and its accuracy and time
+  belong to the same run.
+- :class:`HybridMethod`: the solver started from the network's answer, with the iterations that
+  fit in a fraction of the baseline's converged time (:func:`hybrid_budget`), network pass
+  included.
+- :class:`OracleStartMethod`: the hybrid, same budget, from the truth moved a fraction of the way
+  to the network's answer (:mod:`rbmcap.evaluation.oracle`): what network the claim needs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from rbmcap.body.params import SMPLParams
+from rbmcap.evaluation.oracle import scaled_error_start
+from rbmcap.evaluation.results import MethodResult, aggregate_records
+from rbmcap.evaluation.sequences import Sequence
+
+log = logging.getLogger("rbmcap.eval")
+
+ORACLE_PREFIX = "hybrid_start_"
+"""Method keys of the hybrid from oracle starts: this prefix and the fraction."""
+
+
+def oracle_key(fraction: float) -> str:
+    """The method key of the hybrid from an oracle start with ``fraction`` × the network's
+    error."""
+    return f"{ORACLE_PREFIX}{fraction:g}"
+
+
+class Method:
+    """One evaluated method: ``key`` (its name in the report) and ``label`` (its caption)."""
+
+    key: str
+    label: str
+
+    def sequences(self, split: Iterable[Sequence]) -> Iterable[Sequence]:
+        """What it runs on: the split itself unless it reads another dataset."""
+        return split
+
+    def prepare(self, split: Iterable[Sequence], done: Mapping[str, MethodResult]) -> None:
+        """Work before the per-sequence runs, given the results of the methods run before."""
+
+    def run(self, seq: Sequence) -> tuple[SMPLParams, float]:
+        """Its answer for ``seq`` and the wall-clock seconds it took."""
+        raise NotImplementedError
+
+    def finish(self, result: MethodResult) -> None:
+        """Fill what is known only after every sequence (a solver's convergence curve)."""
+
+
+class NetworkMethod(Method):
+    """The network; keeps each answer and its time for the hybrid that starts from it."""
+
+    key = "network"
+
+    def __init__(self, predictor, label: str) -> None:
+        self.predictor, self.label = predictor, label
+        self.answers: dict[str, tuple[SMPLParams, float]] = {}
+
+    def run(self, seq: Sequence) -> tuple[SMPLParams, float]:
+        t0 = time.perf_counter()
+        params = self.predictor.predict(*seq.observations)
+        seconds = time.perf_counter() - t0
+        self.answers[seq.name] = (params, seconds)
+        return params, seconds
+
+
+@dataclass(frozen=True)
+class SolverRun:
+    """How a method calls the solver: the :class:`rbmcap.baseline.Solver`, the data's frame
+    rate (Hz), whether the markers have orientations (6-DoF) and the optimiser iterations when
+    no budget is planned (None: the solver config's)."""
+
+    solver: object
+    fps: float
+    orientations: bool = True
+    iterations: int | None = None
+
+    def solve(self, seq: Sequence, **kwargs):
+        """The solver's :class:`~rbmcap.baseline.Solution` for ``seq`` (MPJPE recorded)."""
+        pos, rot, valid = seq.observations
+        rot = rot if self.orientations else None
+        kwargs.setdefault("iterations", self.iterations)
+        return self.solver.solve(pos, rot, valid, fps=self.fps, truth_joints=seq.joints, **kwargs)
+
+
+class BaselineMethod(Method):
+    """The solver, read off its convergence curve where the split's MPJPE converged.
+
+    :meth:`prepare` solves every sequence keeping snapshots; :meth:`run` returns a sequence's
+    snapshot at the converged iteration count and the time to get there. ``sequences`` maps
+    the split to what it solves (e.g. :class:`~rbmcap.evaluation.sequences.CounterpartSplit`
+    for a point-marker dataset of the same motions); None: the split itself.
+    """
+
+    def __init__(self, key: str, label: str, solve: SolverRun, sequences=None) -> None:
+        self.key, self.label, self.solve = key, label, solve
+        self._sequences = sequences
+        self._solutions: dict = {}
+        self.iterations: int | None = None  # where the split's MPJPE converged, after prepare
+        self.curve = None  # rbmcap.baseline.ConvergenceRecord of the split, after prepare
+
+    def sequences(self, split):
+        return split if self._sequences is None else self._sequences(split)
+
+    def prepare(self, split, done) -> None:
+        for seq in self.sequences(split):
+            self._solutions[seq.name] = self.solve.solve(seq, snapshots=True)
+        self.curve = aggregate_records([s.record.to_dict() for s in self._solutions.values()])
+        self.iterations = self.curve.converged_at()
+
+    def run(self, seq: Sequence) -> tuple[SMPLParams, float]:
+        return self._solutions.pop(seq.name).at(self.iterations)  # its snapshots freed
+
+    def finish(self, result: MethodResult) -> None:
+        result.iterations = self.iterations
+        k = self.curve.iterations.index(self.iterations)
+        result.converged_ms_per_frame = self.curve.ms_per_frame[k]
+        result.convergence = [self.curve.to_dict()]
+
+
+@dataclass(frozen=True)
+class BudgetPlan:
+    """The hybrid's iteration budget: with the 6-DoF baseline run and a ``fraction`` (of its
+    converged time, network pass included), :func:`hybrid_budget` with ``margin``; else None
+    (the solver's own iterations)."""
+
+    fraction: float | None
+    margin: float
+    baseline_key: str = "baseline_6dof"
+
+    def iterations(self, done: Mapping[str, MethodResult]) -> int | None:
+        if not self.fraction or self.baseline_key not in done:
+            return None
+        return hybrid_budget(done[self.baseline_key], done["network"], self.fraction, self.margin)
+
+
+class HybridMethod(Method):
+    """The solver from the network's answer, on the planned budget; its time is the whole
+    solve plus the network pass that starts it. Its curve shows how the accuracy moves away
+    from the start."""
+
+    key = "hybrid"
+    label = "hybrid (network + optimisation)"
+
+    def __init__(self, solve: SolverRun, network: NetworkMethod, plan: BudgetPlan) -> None:
+        self.solve, self.network, self.plan = solve, network, plan
+        self.budget: int | None = None
+        self.records: list[dict] = []
+
+    def start(self, seq: Sequence) -> SMPLParams:
+        """Where the solver starts for ``seq``."""
+        return self.network.answers[seq.name][0]
+
+    def prepare(self, split, done) -> None:
+        self.budget = self.plan.iterations(done)
+        if self.budget is not None:
+            log.info("%s budget: %d iterations (%.2g of the baseline's time)",
+                     self.key, self.budget, self.plan.fraction)  # fmt: skip
+
+    def run(self, seq: Sequence) -> tuple[SMPLParams, float]:
+        iterations = self.budget or self.solve.iterations
+        sol = self.solve.solve(seq, init=self.start(seq), iterations=iterations)
+        self.records.append(sol.record.to_dict())
+        return sol.params, sol.seconds + self.network.answers[seq.name][1]
+
+    def finish(self, result: MethodResult) -> None:
+        total = aggregate_records(self.records)
+        result.iterations = None if total is None else total.iterations[-1]
+        result.convergence = [] if total is None else [total.to_dict()]
+
+
+class OracleStartMethod(HybridMethod):
+    """The hybrid from the truth moved ``fraction`` of the way to the network's answer."""
+
+    def __init__(self, solve: SolverRun, network: NetworkMethod, plan: BudgetPlan, fraction):
+        super().__init__(solve, network, plan)
+        self.fraction = float(fraction)
+        self.key = oracle_key(self.fraction)
+        self.label = f"hybrid from {self.fraction:g} × the network's error (oracle start)"
+
+    def start(self, seq: Sequence) -> SMPLParams:
+        return scaled_error_start(super().start(seq), seq.truth_params, self.fraction)
+
+
+def hybrid_budget(
+    baseline: MethodResult, network: MethodResult, fraction: float, margin: float
+) -> int:
+    """Solver iterations that fit the hybrid in ``fraction`` of the baseline's converged time.
+
+    The network's pass that starts the hybrid is paid first; ``margin`` of the rest
+    (:attr:`EvalOptions.hybrid_margin`) is planned for, at the baseline's measured cost of its
+    *first* iterations (from its record, less its setup; early iterations cost more, their line
+    searches take more evaluations). At least one iteration.
+    """
+    rec = baseline.convergence[0]
+    iters = np.asarray(rec["iterations"], dtype=float)
+    spent = np.asarray(rec["ms_per_frame"], dtype=float) - rec["ms_per_frame"][0]
+    spare = margin * fraction * baseline.ms_per_frame - network.ms_per_frame
+    if len(iters) < 2 or spare <= 0:
+        return 1
+    if spare >= spent[-1]:  # beyond the record: its last cost per iteration
+        rate = (spent[-1] - spent[-2]) / max(iters[-1] - iters[-2], 1.0)
+        return max(1, int(iters[-1] + (spare - spent[-1]) / max(rate, 1e-9)))
+    return max(1, int(np.interp(spare, spent, iters)))

@@ -1,0 +1,115 @@
+"""What an evaluation collects per method: per-sequence metrics, timings, joint errors and the
+solvers' convergence curves, and how they are aggregated over the split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from rbmcap.body.params import SMPLParams
+from rbmcap.evaluation.sequences import Sequence
+
+
+@dataclass
+class MethodResult:
+    """One method over the split: per-sequence metrics, timing and joint errors."""
+
+    name: str
+    label: str
+    sequences: list[dict] = field(default_factory=list)  # name, frames, metrics means, ms/frame
+    per_frame: list[dict[str, np.ndarray]] = field(default_factory=list)
+    per_joint_mm: np.ndarray | None = None  # (24,) summed joint error until finished, then mean
+    seconds: float = 0.0
+    frames: int = 0
+    convergence: list[dict] = field(default_factory=list)  # the split's curve (solvers)
+    converged_ms_per_frame: float | None = None
+    iterations: int | None = None
+
+    @property
+    def ms_per_frame(self) -> float:
+        if self.converged_ms_per_frame is not None:
+            return self.converged_ms_per_frame
+        return 1e3 * self.seconds / max(self.frames, 1)
+
+    def averages(self) -> dict[str, float]:
+        """Per-frame averages over all sequences (every frame counts once)."""
+        keys = self.per_frame[0].keys() if self.per_frame else []
+        out = {}
+        for k in keys:
+            values = np.concatenate([pf[k] for pf in self.per_frame])
+            values = values[np.isfinite(values)]
+            out[k] = float(values.mean()) if values.size else float("nan")
+        out["ms_per_frame"] = self.ms_per_frame
+        return out
+
+    def finished(self) -> MethodResult:
+        """Itself, the joint errors summed so far turned into their mean per frame."""
+        if self.per_joint_mm is not None:
+            self.per_joint_mm = self.per_joint_mm / max(self.frames, 1)
+        return self
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """Scores a method's answer for one sequence against its truth (design §7 metrics).
+
+    Attributes:
+        body: the body both answer and truth are posed with.
+        fps: frame rate (Hz) of the data.
+        vertices: compute V2V (a full mesh forward per frame).
+    """
+
+    body: object  # rbmcap.body.BodyModel
+    fps: float
+    vertices: bool = True
+
+    def record(self, result: MethodResult, seq: Sequence, params: SMPLParams, seconds: float):
+        """Add ``params`` (the answer for ``seq``, found in ``seconds``) to ``result``."""
+        from rbmcap.metrics import evaluate_sequence
+
+        m = evaluate_sequence(
+            self.body, params.numpy(), seq.truth, self.fps, vertices=self.vertices
+        )
+        with torch.no_grad():
+            pj, _ = self.body.pose_joints(params.poses, params.betas, params.trans)
+        err = 1e3 * (pj - torch.from_numpy(np.array(seq.joints))).norm(dim=-1).sum(0).numpy()
+        result.per_joint_mm = err if result.per_joint_mm is None else result.per_joint_mm + err
+        result.per_frame.append(m.per_frame)
+        result.sequences.append(
+            {
+                "sequence": seq.name,
+                "frames": seq.frames,
+                "ms_per_frame": 1e3 * seconds / seq.frames,
+                **m.mean,
+            }
+        )
+        result.seconds += seconds
+        result.frames += seq.frames
+
+
+def aggregate_records(records: list[dict]):
+    """The solver's convergence records (``ConvergenceRecord.to_dict()``) of all sequences as
+    one :class:`~rbmcap.baseline.ConvergenceRecord`: frames, evaluations, objectives and seconds
+    summed, MPJPE averaged over frames. None without records."""
+    if not records:
+        return None
+    from rbmcap.baseline import ConvergenceRecord
+
+    iters = records[0]["iterations"]
+    frames = sum(c["frames"] for c in records)
+
+    def total(key):
+        return [sum(c[key][k] for c in records) for k in range(len(iters))]
+
+    return ConvergenceRecord(
+        iterations=list(iters),
+        evaluations=total("evaluations"),
+        objective=total("objective"),
+        seconds=total("seconds"),
+        mpjpe_mm=[
+            sum(c["mpjpe_mm"][k] * c["frames"] for c in records) / frames for k in range(len(iters))
+        ],
+        frames=frames,
+    )

@@ -423,6 +423,8 @@ def test_a_config_built_in_code_is_validated_too():
         replace(cfg, optimiser=replace(cfg.optimiser, history=0))
     with pytest.raises(ConfigError, match=r"overrides: weights\.position_sigma_mm"):
         cfg.merged({"weights.position_sigma_mm": 0.0})
+    with pytest.raises(ConfigError, match=r"optimiser\.iterations = 'many' has the wrong type"):
+        replace(cfg, optimiser=replace(cfg.optimiser, iterations="many"))
 
 
 # ---------------------------------------------------------------------------- stop rule

@@ -250,8 +250,14 @@ def _check_layer(data: dict[str, Any], where: str, types: dict[str, Any]) -> dic
 def _check_values(flat: dict[str, Any], sources: dict[str, str]) -> None:
     """Ranges and choices (:data:`_CHECKS`); the error names the layer that set the key."""
     for key, (ok, message) in _CHECKS.items():
-        if key in flat and not ok(flat[key]):
-            where = sources.get(key, "baseline config")
+        if key not in flat:
+            continue
+        where = sources.get(key, "baseline config")
+        try:
+            good = ok(flat[key])
+        except TypeError:  # only a dataclass built in code can hold a wrong type here
+            raise ConfigError(f"{where}: {key} = {flat[key]!r} has the wrong type") from None
+        if not good:
             raise ConfigError(f"{where}: {key} = {flat[key]!r}: {message}")
 
 

@@ -8,8 +8,15 @@ the previous one); L-BFGS or Adam; CPU or GPU. The hybrid mode is ``init=``: sta
 method's answer (the network's) and run a few iterations.
 
 >>> solver = Solver(body, "rbm14", "default", prior=load_pose_prior("prior.npz"))
->>> sol = solver.solve(pos, rot, valid, fps=60, truth_joints=joints)
->>> sol.record.mpjpe_mm, sol.ms_per_frame
+>>> sol = solver.solve(pos, rot, valid, fps=60, truth_joints=joints, snapshots=True)
+>>> sol.params, sol.record.mpjpe_mm, sol.ms_per_frame  # SMPLParams, the curve, the cost
+>>> params, seconds = sol.at(100)                      # what a solve stopped at 100 returns
+>>> hybrid = solver.solve(pos, rot, valid, init=network_params, iterations=30)
+
+The pieces: this module checks the inputs, runs the shape stage, picks each window's start and
+joins the windows; :mod:`rbmcap.baseline.window` optimises one window (records and snapshots as
+NamedTuples); :mod:`rbmcap.baseline.optimisers` holds the optimiser strategies and the stopping
+rule.
 """
 
 from __future__ import annotations

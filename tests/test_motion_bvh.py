@@ -130,8 +130,8 @@ def write_known_bvh(path, motion: SMPLMotion, kin: MotionKinematics, order: str 
 
 
 @pytest.fixture(scope="module")
-def kin():
-    return MotionKinematics()
+def kin(standin):
+    return MotionKinematics(standin)
 
 
 @pytest.fixture

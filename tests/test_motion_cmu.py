@@ -24,8 +24,8 @@ pytestmark = pytest.mark.skipif(not CMU.is_dir(), reason=f"CMU clips not found a
 
 
 @pytest.fixture(scope="module")
-def kin():
-    return MotionKinematics()
+def kin(standin):
+    return MotionKinematics(standin)
 
 
 @pytest.fixture(scope="module", params=CLIPS)

@@ -4,6 +4,7 @@ safely, and train.py's wiring trains, checkpoints and resumes."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import lightning as L
@@ -11,12 +12,10 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from rbmcap.body.joints import JointModel
 from rbmcap.configfiles import conf_dir
-from rbmcap.markers.markerset import load_marker_set
 from rbmcap.training.data import RBMDataModule
 from rbmcap.training.module import RBMRegressor
-from rbmcap.training.run import marker_description, plate_rest_frames
+from rbmcap.training.run import build_model, configured_markers
 
 CONF = str(conf_dir())
 SMALL = {
@@ -28,26 +27,27 @@ SMALL = {
 }
 
 
-def _module(standin, network: str, features: str = "kinematic", **kwargs) -> RBMRegressor:
-    markers = load_marker_set("rbm14")
-    rest_pos, rest_rot = plate_rest_frames(standin, markers)
-    joints = JointModel.from_body(standin)
-    return RBMRegressor(
-        markers=marker_description(markers),
-        plate_rest_rot=rest_rot,
-        plate_rest_pos=rest_pos,
-        joint_template=joints.joint_template,
-        joint_shapedirs=joints.joint_shapedirs,
-        body_id=standin.identity,
-        features=features,
-        network={"name": network, **SMALL[network]},
-        **kwargs,
-    )
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Every test starts from the same global RNG state (module init, shuffling)."""
+    torch.manual_seed(0)
+
+
+def _compose(*overrides: str):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        return compose("train", overrides=list(overrides))
+
+
+def _module(standin, network: str, *overrides: str) -> RBMRegressor:
+    """The module the training configuration builds, with a small ``network``."""
+    small = [f"model.{k}={v}" for k, v in SMALL[network].items()]
+    cfg = _compose(f"model={network}", *small, *overrides)
+    return build_model(cfg, standin, configured_markers(cfg))
 
 
 @pytest.mark.parametrize("network", list(SMALL))
 def test_fast_dev_run_for_every_network(standin, tiny_dataset, network):
-    model = _module(standin, network, augment={"marker_dropout": 0.3, "dropout_span": 10})
+    model = _module(standin, network, "augment.marker_dropout=0.3", "augment.dropout_span=10")
     data = RBMDataModule(tiny_dataset, window=30, train_stride=30, batch_size=4)
     trainer = L.Trainer(fast_dev_run=True, accelerator="cpu", logger=False,
                         enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
@@ -60,7 +60,7 @@ def test_fast_dev_run_for_every_network(standin, tiny_dataset, network):
 
 def test_a_tiny_run_overfits_one_batch(standin, tiny_dataset):
     torch.manual_seed(0)
-    model = _module(standin, "mlp", features="kinematic")
+    model = _module(standin, "mlp", "features=kinematic")
     model.net.train()
     batch = next(iter(RBMDataModule(tiny_dataset, window=20, batch_size=4).train_dataloader()))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -95,25 +95,55 @@ def test_checkpoint_hyper_parameters_are_plain_data(standin, tiny_dataset, tmp_p
     assert torch.allclose(model(*x)["trans"], again(*x)["trans"])
 
 
+class _StartProbe(L.Callback):
+    """Records where training starts: step, epoch and a copy of the weights."""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.step, self.epoch = trainer.global_step, trainer.current_epoch
+        self.weights = {k: v.detach().clone() for k, v in pl_module.state_dict().items()}
+
+
+def _probed(monkeypatch) -> _StartProbe:
+    """Add a :class:`_StartProbe` to the trainer that ``train`` builds."""
+    from rbmcap.training import run
+
+    probe, build = _StartProbe(), run.build_trainer
+
+    def with_probe(cfg, output_dir):
+        trainer, checkpoint = build(cfg, output_dir)
+        trainer.callbacks.append(probe)
+        return trainer, checkpoint
+
+    monkeypatch.setattr(run, "build_trainer", with_probe)
+    return probe
+
+
 def test_train_py_wiring_trains_checkpoints_and_resumes(tmp_path, tiny_dataset, monkeypatch):
     from rbmcap.training.run import train
 
     monkeypatch.setenv("RBMCAP_ROOT", str(tmp_path))
+    probe = _probed(monkeypatch)
     overrides = [
         f"data.path={tiny_dataset}", "data.window=30", "data.batch_size=4",
         "model=mlp", "model.hidden_dim=64", "model.num_blocks=1",
         "trainer.max_epochs=1", "+trainer.limit_train_batches=3", "+trainer.limit_val_batches=2",
         "trainer.enable_progress_bar=false", "logger=csv",
     ]  # fmt: skip
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose("train", overrides=overrides)
-        first = train(cfg, tmp_path / "run1")
-        assert first["best_val_mpjpe_mm"] > 0 and Path(first["last_checkpoint"]).is_file()
-        metrics = (tmp_path / "run1" / "csv" / "version_0" / "metrics.csv").read_text()
-        assert "val/mpjpe_mm" in metrics and "val/joint_angle_deg" in metrics
-        cfg = compose("train", overrides=[*overrides, "trainer.max_epochs=2",
-                                          f"ckpt_path={first['last_checkpoint']}"])  # fmt: skip
-        second = train(cfg, tmp_path / "run2")
+    first = train(_compose(*overrides), tmp_path / "run1")
+    assert first["best_val_mpjpe_mm"] > 0 and Path(first["last_checkpoint"]).is_file()
+    metrics = (tmp_path / "run1" / "csv" / "version_0" / "metrics.csv").read_text()
+    assert "val/mpjpe_mm" in metrics and "val/joint_angle_deg" in metrics
+    saved = torch.load(first["last_checkpoint"], weights_only=True)
+    assert saved["global_step"] == 3 and saved["epoch"] == 0
+
+    cfg = _compose(*overrides, "trainer.max_epochs=2", f"ckpt_path={first['last_checkpoint']}")
+    second = train(cfg, tmp_path / "run2")
+    # The resumed run starts where the checkpoint ended (a fresh run would start at step 0,
+    # epoch 0, from the seed's initial weights) and trains only the second epoch.
+    assert (probe.step, probe.epoch) == (3, 1)
+    for name, value in saved["state_dict"].items():
+        torch.testing.assert_close(probe.weights[name], value, rtol=0, atol=0, msg=name)
+    assert torch.load(second["last_checkpoint"], weights_only=True)["global_step"] == 6
     assert second["epochs"] == 2
     json.dumps(second)  # plain data
 
@@ -145,13 +175,172 @@ def test_every_experiment_config_composes():
         assert ddp.strategy == "ddp" and ddp.accelerator == "gpu"
 
 
-def test_wandb_logger_never_touches_the_network(tmp_path, monkeypatch):
-    from omegaconf import OmegaConf
+def test_loggers_come_from_the_logger_config_group(tmp_path):
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
-    from rbmcap.training.run import build_loggers
+    from rbmcap.training.loggers import build_logger
 
-    monkeypatch.setenv("WANDB_MODE", "disabled")
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    cfg = OmegaConf.create({"logger": {"name": "wandb", "project": "rbmcap-test"}})
-    (logger,) = build_loggers(cfg, tmp_path)
-    logger.log_metrics({"x": 1.0})  # disabled mode: a no-op run, no network
+    csv = build_logger(_compose("logger=csv").logger, tmp_path)
+    assert isinstance(csv, CSVLogger) and Path(csv.save_dir) == tmp_path
+    assert isinstance(build_logger(_compose("logger=tensorboard").logger, tmp_path),
+                      TensorBoardLogger)  # fmt: skip
+    assert build_logger(_compose("logger=none").logger, tmp_path) is None
+
+
+def test_a_logger_config_without_target_is_a_config_error(tmp_path):
+    from rbmcap.errors import ConfigError
+    from rbmcap.training.loggers import build_logger
+
+    with pytest.raises(ConfigError, match="_target_"):
+        build_logger({"name": "csv"}, tmp_path)
+
+
+def _wandb(tmp_path, monkeypatch, mode: str | None, key: str | None):
+    from lightning.pytorch.loggers import WandbLogger
+
+    from rbmcap.training.loggers import build_logger
+
+    for name, value in (("WANDB_MODE", mode), ("WANDB_API_KEY", key)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    logger = build_logger(_compose("logger=wandb", "logger.project=rbmcap-test").logger, tmp_path)
+    assert isinstance(logger, WandbLogger)
+    return logger
+
+
+def test_wandb_disabled_stays_disabled_and_never_waits(tmp_path, monkeypatch):
+    """WandbLogger(offline=True) would turn WANDB_MODE=disabled into an offline run."""
+    import time
+
+    logger = _wandb(tmp_path, monkeypatch, mode="disabled", key=None)
+    assert logger._offline is False
+    start = time.perf_counter()
+    run = logger.experiment
+    logger.log_metrics({"x": 1.0})
+    try:
+        assert run.disabled, "WANDB_MODE=disabled must give a no-op run"
+        assert os.environ["WANDB_MODE"] == "disabled"
+        assert time.perf_counter() - start < 20, "disabled W&B must not wait on anything"
+    finally:
+        run.finish()
+
+
+def test_wandb_without_a_key_logs_offline(tmp_path, monkeypatch):
+    logger = _wandb(tmp_path, monkeypatch, mode=None, key=None)
+    assert logger._offline is True  # written locally, never a blocking login
+    assert Path(logger.save_dir) == tmp_path
+
+
+def test_wandb_with_a_key_is_left_online(tmp_path, monkeypatch):
+    logger = _wandb(tmp_path, monkeypatch, mode=None, key="0" * 40)
+    assert logger._offline is False  # (the experiment is never created here: no network)
+
+
+# ------------------------------------------------------------------- markers.* overrides
+def test_marker_overrides_reach_the_model(standin):
+    default = _module(standin, "mlp")
+    moved = _module(standin, "mlp", "markers.markers.0.anchor.along=0.9",
+                    "markers.markers.4.parent=chest")  # fmt: skip
+    parents = moved.hparams["markers"]["parents"]
+    assert parents[4] == 1 and default.hparams["markers"]["parents"][4] == 3  # hand → chest
+    assert moved.encoder.parents == parents  # the feature tree follows the override
+    rest, rest_default = (torch.tensor(m.hparams["plate_rest_pos"]) for m in (moved, default))
+    assert not torch.allclose(rest[0], rest_default[0], atol=1e-3), "head plate moved"
+    torch.testing.assert_close(rest[1:], rest_default[1:])
+
+
+def test_a_marker_set_cut_down_on_the_command_line_drops_its_markers(standin):
+    """The composed mapping is what counts, not the group's name."""
+    model = _module(standin, "mlp", "~markers.markers", "+markers.base=rbm14",
+                    "+markers.select=[chest,head,left_hand]", "markers.name=rbm3")  # fmt: skip
+    assert model.hparams["markers"]["names"] == ["chest", "head", "left_hand"]
+    assert model.hparams["markers"]["parents"] == [-1, 0, 0]
+    assert model.encoder.num_markers == 3 and len(model.hparams["plate_rest_pos"]) == 3
+
+
+# ------------------------------------------------------------------- data preparation
+class _FakeSynthesis:
+    """Stands in for motion generation and synthesis: records who called it, then puts a copy
+    of the tiny dataset where the synthesis would have written."""
+
+    def __init__(self, tiny_dataset):
+        self.tiny, self.calls = tiny_dataset, []
+
+    def generate(self, out, num, seed, **kwargs):
+        self.calls.append(("generate", _callers()))
+        Path(out).mkdir(parents=True, exist_ok=True)
+        return []
+
+    def synthesize(self, options, **kwargs):
+        import shutil
+
+        self.calls.append(("synthesize", _callers(), options.markers))
+        shutil.copytree(self.tiny, options.out)
+
+
+def _callers() -> list[str]:
+    import inspect
+
+    return [frame.function for frame in inspect.stack()]
+
+
+@pytest.fixture
+def fake_synthesis(tiny_dataset, monkeypatch):
+    import rbmcap.dataset
+    import rbmcap.motion.procedural.library
+
+    fake = _FakeSynthesis(tiny_dataset)
+    monkeypatch.setattr(rbmcap.motion.procedural.library, "generate_library", fake.generate)
+    monkeypatch.setattr(rbmcap.dataset, "synthesize_dataset", fake.synthesize)
+    return fake
+
+
+def _absent_data(tmp_path, *overrides: str):
+    return _compose(
+        f"paths.root_dir={tmp_path}", "data.generate.num=12", "data.window=30",
+        "data.batch_size=4", "model=mlp", "model.hidden_dim=32", "model.num_blocks=1",
+        "+trainer.fast_dev_run=true", "trainer.enable_progress_bar=false", "logger=none",
+        *overrides,
+    )  # fmt: skip
+
+
+def test_a_missing_dataset_is_made_in_prepare_data_only(tmp_path, fake_synthesis, caplog):
+    """Building the model, data module and trainer has no side effects; Lightning's
+    prepare_data (one process per node) makes the data, and setup (every DDP process) never."""
+    from rbmcap.errors import DataError
+    from rbmcap.training.run import build_datamodule, train
+
+    cfg = _absent_data(tmp_path)
+    data = build_datamodule(cfg, configured_markers(cfg))
+    assert not data.has_dataset() and not fake_synthesis.calls
+    with pytest.raises(DataError, match="no dataset"):
+        data.setup("fit")  # what a process that did not prepare the data sees
+    assert not fake_synthesis.calls
+
+    with caplog.at_level("INFO", logger="rbmcap.train"):
+        result = train(cfg, tmp_path / "run")
+    assert [c[0] for c in fake_synthesis.calls] == ["generate", "synthesize"]
+    for _, callers, *_ in fake_synthesis.calls:
+        assert "prepare_data" in callers and "fit" in callers, callers
+    assert "generating 12 procedural motions" in caplog.text
+    assert Path(result["data_path"]) == data.path and data.path.parent == tmp_path / "data"
+
+
+def test_generation_uses_the_overridden_marker_set_and_the_check_sees_it(tmp_path, fake_synthesis):
+    """The recipe carries the composed (overridden) set; data made with another definition of
+    the same name (here: the plain rbm14 copy) is refused, not trained on."""
+    from rbmcap.errors import ConfigError
+    from rbmcap.training.run import train
+
+    cfg = _absent_data(tmp_path, "markers.markers.4.parent=chest")
+    with pytest.raises(ConfigError, match="another definition of marker set 'rbm14'"):
+        train(cfg, tmp_path / "run")
+    ((_, _, markers),) = [c for c in fake_synthesis.calls if c[0] == "synthesize"]
+    assert markers["markers"][4] | {"anchor": None} == {
+        "name": "left_hand",
+        "vertex": 2000,
+        "parent": "chest",
+        "anchor": None,
+    }

@@ -1,6 +1,6 @@
 """``rbmcap bench train``: training throughput of the default model on this machine.
 
-The default configuration (``conf/train.yaml``: rbm14, kinematic features, relative-position
+The default configuration (``rbmcap/conf/train.yaml``: rbm14, kinematic features, relative-position
 transformer, geodesic loss, Adam) is built on the stand-in body; full optimisation steps
 (features, forward, losses, backward, Adam) run on batches of the reference size (15 windows of
 120 frames) made from a synthesised procedural motion.
@@ -41,13 +41,12 @@ def _batch(body, markers, batch: int, window: int) -> dict[str, torch.Tensor]:
 
 def run(quick: bool = False) -> dict:
     from rbmcap.body import load_body_model
-    from rbmcap.markers.markerset import load_marker_set
-    from rbmcap.training.run import build_model
+    from rbmcap.training.run import build_model, configured_markers
 
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose("train")
     body = load_body_model(str(cfg.data.body))
-    markers = load_marker_set(str(cfg.markers.name))
+    markers = configured_markers(cfg)
     model = build_model(cfg, body, markers)
     bs, window = int(cfg.data.batch_size), int(cfg.data.window)
     batch = _batch(body, markers, bs, window)

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from rbmcap.motion.kinematics import FOOT_JOINTS, MotionKinematics
+from rbmcap.motion.kinematics import FOOT_JOINTS, MotionKinematics, standin_body
 from rbmcap.motion.smpl_motion import SMPLMotion
 
 CONTACT_HEIGHT_M = 0.05
@@ -28,7 +28,7 @@ def foot_skate_mm(
     contact_height: float = CONTACT_HEIGHT_M,
 ) -> float:
     """Mean per-frame horizontal slide (mm) of the foot the body stands on (module docstring)."""
-    kin = kin or MotionKinematics(betas=motion.betas)
+    kin = kin or MotionKinematics(standin_body(), motion.betas)
     if motion.num_frames < 2:
         return math.nan
     z, vertex = kin.lowest_candidates(motion.poses, motion.trans)
@@ -46,7 +46,7 @@ def foot_skate_mm(
 
 def ground_penetration_mm(motion: SMPLMotion, kin: MotionKinematics | None = None) -> float:
     """Mean depth (mm) of the lowest mesh vertex or joint below the floor (module docstring)."""
-    kin = kin or MotionKinematics(betas=motion.betas)
+    kin = kin or MotionKinematics(standin_body(), motion.betas)
     lowest = kin.lowest_vertex_heights(motion.poses, motion.trans)
     joints, _ = kin.pose(motion.poses, motion.trans)
     lowest = np.minimum(lowest, joints[..., 2].min(-1))
@@ -56,7 +56,7 @@ def ground_penetration_mm(motion: SMPLMotion, kin: MotionKinematics | None = Non
 def motion_info(motion: SMPLMotion, body=None) -> dict:
     """Summary of a motion for ``rbmcap motion info`` (quality measured on ``body``, default the
     stand-in, at the motion's betas)."""
-    kin = MotionKinematics(body, motion.betas)
+    kin = MotionKinematics(body if body is not None else standin_body(), motion.betas)
     skate = foot_skate_mm(motion, kin)
     return {
         "name": motion.name,

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.animation import FuncAnimation, PillowWriter
 
-from rbmcap.motion.kinematics import MotionKinematics
+from rbmcap.motion.kinematics import MotionKinematics, standin_body
 from rbmcap.motion.smpl_motion import SMPLMotion
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
@@ -59,7 +59,7 @@ def render_motion(
     """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    kin = MotionKinematics(body, motion.betas)
+    kin = MotionKinematics(body if body is not None else standin_body(), motion.betas)
     joints, _ = kin.pose(motion.poses, motion.trans)
     idx = frame_indices(motion.num_frames, motion.fps, out_fps, max_frames)
     step = int(idx[1] - idx[0]) if len(idx) > 1 else 1

@@ -36,7 +36,7 @@ from rbmcap.configfiles import conf_dir, load_yaml_mapping
 from rbmcap.errors import ConfigError, FormatError
 from rbmcap.geometry import global_to_local
 from rbmcap.motion.bvh import BVH, read_bvh
-from rbmcap.motion.kinematics import FOOT_JOINTS, MotionKinematics
+from rbmcap.motion.kinematics import FOOT_JOINTS, MotionKinematics, standin_body
 from rbmcap.motion.rotations import rotation_between, rotmat_slerp_pairwise
 from rbmcap.motion.smpl_motion import SMPLMotion
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
@@ -165,7 +165,7 @@ def retarget_bvh(
     if floor not in FLOOR_MODES:
         raise ConfigError(f"floor must be one of {', '.join(FLOOR_MODES)}, got {floor!r}")
     joint_map.check_covers(bvh)
-    kin = MotionKinematics(body, betas)
+    kin = MotionKinematics(body if body is not None else standin_body(), betas)
     mapped = {_INDEX[s]: bvh.index(b) for s, b in joint_map.joints.items()}
     units = joint_map.units_to_metres
     bvh_rest = bvh.rest_positions() * units

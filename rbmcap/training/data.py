@@ -3,19 +3,100 @@
 Training windows overlap (stride ``train_stride``) and are shuffled; validation and test windows
 tile each sequence. Arrays come straight from the dataset's memory maps; the marker-dropout
 augmentation happens on the batch in :class:`rbmcap.training.module.RBMRegressor`.
+
+A dataset that does not exist yet is made by :meth:`RBMDataModule.prepare_data` from a
+:class:`DatasetRecipe` (procedural motions, then synthesis). Lightning calls ``prepare_data`` in
+one process only (local rank 0 of each node), never in every DDP process; ``setup`` (every
+process) then checks that the dataset was made with the configured marker set.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from rbmcap.dataset import RBMDataset
-from rbmcap.errors import DataError
+from rbmcap.dataset import Manifest, RBMDataset
+from rbmcap.errors import ConfigError, DataError
+from rbmcap.markers.markerset import MarkerSet, load_marker_set
+
+log = logging.getLogger("rbmcap.train")
+
+
+@dataclass(frozen=True)
+class DatasetRecipe:
+    """How to make a dataset that does not exist yet: ``num`` procedural motions (master
+    ``seed``, ``subjects`` body shapes, 0 for automatic) written to ``motions_dir`` (reused when it
+    already holds motions), then synthesised on ``body`` with the marker set ``markers`` (a
+    name, path or parsed mapping) and the ``realism`` preset at ``fps`` Hz."""
+
+    motions_dir: Path
+    num: int
+    seed: int
+    subjects: int
+    body: str
+    markers: str | dict[str, Any]
+    realism: str
+    fps: float
+
+
+def make_dataset(path: Path, recipe: DatasetRecipe) -> None:
+    """Write the dataset ``recipe`` describes into ``path`` (logging each step)."""
+    from rbmcap.body import load_body_model
+    from rbmcap.dataset import SynthOptions, synthesize_dataset
+    from rbmcap.motion.procedural.library import generate_library
+
+    body = load_body_model(recipe.body)
+    motions = Path(recipe.motions_dir)
+    # Generation must not move the global RNGs: training numerics are the same whether or not
+    # this run had to make its data.
+    with torch.random.fork_rng(devices=[]):
+        if not motions.is_dir() or not any(motions.rglob("*.npz")):
+            log.info("generating %d procedural motions into %s (seed %d)", recipe.num, motions,
+                     recipe.seed)  # fmt: skip
+            generate_library(motions, recipe.num, recipe.seed, fps=recipe.fps,
+                             num_subjects=recipe.subjects or None, body=body)  # fmt: skip
+        name = recipe.markers if isinstance(recipe.markers, str) else recipe.markers.get("name")
+        log.info("generating dataset %s: synthesising %s (markers %s, realism %s)", path,
+                 motions, name, recipe.realism)  # fmt: skip
+        splits = motions / "splits"
+        synthesize_dataset(
+            SynthOptions(
+                motions=motions,
+                out=path,
+                body=recipe.body,
+                markers=recipe.markers,
+                realism=recipe.realism,
+                fps=recipe.fps,
+                seed=recipe.seed,
+                progress=False,
+                split_lists=splits if splits.is_dir() else None,
+            ),
+            body=body,
+        )
+
+
+def check_marker_set(path: Path, markers: MarkerSet) -> None:
+    """Refuse a dataset made with another marker set, or another definition of the same name
+    (e.g. a ``markers.*`` override on the command line)."""
+    made = dict(Manifest.load(path).config.get("markers", {}))
+    made.pop("vertex_ids", None)
+    if made.get("name") != markers.name:
+        raise ConfigError(f"{path} was made with marker set {made.get('name')!r}, "
+                          f"the config asks for {markers.name!r}")  # fmt: skip
+    if load_marker_set(made).fingerprint != markers.fingerprint:
+        raise ConfigError(
+            f"{path} was made with another definition of marker set {markers.name!r} than the "
+            "configured one (a markers.* override?); give the changed set its own name or "
+            "data.path"
+        )
+
 
 _RENAME = {"rbm_pos": "pos", "rbm_rot": "rot", "rbm_valid": "valid"}
 
@@ -49,30 +130,58 @@ class RBMDataModule(L.LightningDataModule):
 
     Args:
         path: dataset folder (``rbmcap synth`` output).
-        window: frames per window (120 = 2 s at 60 Hz).
-        train_stride: frames between training window starts.
+        window: frames per window (the training configuration uses 120 = 2 s at 60 Hz).
         batch_size: windows per batch.
+        train_stride: frames between training window starts; default ``window`` (no overlap).
         num_workers: data-loader worker processes.
         train_split, val_split, test_split: split names (model selection uses ``val_split``).
+        recipe: how :meth:`prepare_data` makes the dataset when ``path`` has none; without it a
+            missing dataset is a :class:`DataError`.
+        markers: the marker set the dataset must have been made with (checked in :meth:`setup`).
     """
 
     def __init__(
         self,
         path: str | Path,
-        window: int = 120,
-        train_stride: int = 20,
-        batch_size: int = 15,
+        window: int,
+        batch_size: int,
+        train_stride: int | None = None,
         num_workers: int = 0,
         train_split: str = "train",
         val_split: str = "val",
         test_split: str = "test",
+        *,
+        recipe: DatasetRecipe | None = None,
+        markers: MarkerSet | None = None,
     ) -> None:
         super().__init__()
         self.path = Path(path)
-        self.window, self.train_stride = int(window), int(train_stride)
+        self.window = int(window)
+        self.train_stride = int(train_stride) if train_stride is not None else self.window
         self.batch_size, self.num_workers = int(batch_size), int(num_workers)
         self.splits = {"train": train_split, "val": val_split, "test": test_split}
+        self.recipe, self.markers = recipe, markers
         self._sets: dict[str, WindowDataset] = {}
+
+    def has_dataset(self) -> bool:
+        return (self.path / "manifest.json").is_file()
+
+    def prepare_data(self) -> None:
+        """Make the dataset from the recipe if ``path`` has none (one process per node)."""
+        if self.has_dataset():
+            return
+        if self.recipe is None:
+            raise DataError(f"{self.path}: no dataset there and no recipe (data.generate) to "
+                            "make one")  # fmt: skip
+        make_dataset(self.path, self.recipe)
+
+    def setup(self, stage: str | None = None) -> None:
+        """Check the dataset exists (``prepare_data`` made it) and has the right marker set."""
+        if not self.has_dataset():
+            raise DataError(f"{self.path}: no dataset there (prepare_data makes it when a "
+                            "recipe is configured)")  # fmt: skip
+        if self.markers is not None:
+            check_marker_set(self.path, self.markers)
 
     def dataset(self, stage: str) -> WindowDataset:
         if stage not in self._sets:

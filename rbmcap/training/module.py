@@ -28,6 +28,12 @@ from rbmcap.model.rotation6d import rotation_6d_to_matrix
 from rbmcap.skeleton import SMPL_PARENTS
 from rbmcap.training.dropout import drop_markers
 
+LOSS_KEYS = ("rotation", "w_rotation", "w_betas", "w_trans", "w_joints")
+OPTIM_KEYS = ("lr", "weight_decay", "decay", "decay_every")
+AUGMENT_KEYS = ("marker_dropout", "dropout_span")
+"""The keys of the ``loss``, ``optim`` and ``augment`` sections. Their values are written once,
+in the Hydra tree (``rbmcap/conf/loss``, ``optim``, ``train.yaml``); the module has no defaults."""
+
 IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 """Added to the network's 6D outputs so an untrained network starts near the identity rotation
 (and never at the degenerate all-zero 6D vector)."""
@@ -35,6 +41,10 @@ IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 
 class RBMRegressor(L.LightningModule):
     """Regression network from RBM observations to SMPL parameters.
+
+    Every argument but ``plate_rest_pos`` is required and keyword-only: the hyper-parameters come
+    from the Hydra configuration (``module`` in ``rbmcap/conf/train.yaml``, instantiated by
+    :func:`rbmcap.training.run.build_model`), the rest from the body and marker set.
 
     Args:
         markers: plain description of the marker set: ``name``, ``parents`` (N,), ``joints`` (N,)
@@ -62,19 +72,20 @@ class RBMRegressor(L.LightningModule):
 
     def __init__(
         self,
+        *,
         markers: dict[str, Any],
         plate_rest_rot,
         joint_template,
         joint_shapedirs,
         body_id: str,
-        features: str = "kinematic",
-        rotations: str = "global",
-        network: dict[str, Any] | None = None,
-        loss: dict[str, Any] | None = None,
-        optim: dict[str, Any] | None = None,
-        augment: dict[str, Any] | None = None,
-        num_betas: int = 10,
-        seed: int = 0,
+        num_betas: int,
+        features: str,
+        rotations: str,
+        network: dict[str, Any],
+        loss: dict[str, Any],
+        optim: dict[str, Any],
+        augment: dict[str, Any],
+        seed: int,
         plate_rest_pos=None,
     ) -> None:
         super().__init__()
@@ -84,12 +95,10 @@ class RBMRegressor(L.LightningModule):
         rest_pos = None
         if plate_rest_pos is not None:
             rest_pos = torch.as_tensor(plate_rest_pos, dtype=torch.float32)
-        network = dict(network or {"name": "transformer"})
-        self.loss_cfg = {"rotation": "geodesic", "w_rotation": 1.0, "w_betas": 0.1, "w_trans": 1.0,
-                         "w_joints": 1.0, **(loss or {})}  # fmt: skip
-        self.optim_cfg = {"lr": 5e-4, "weight_decay": 0.0, "decay": 0.8, "decay_every": 0.1,
-                          **(optim or {})}  # fmt: skip
-        self.augment_cfg = {"marker_dropout": 0.0, "dropout_span": 120, **(augment or {})}
+        network = dict(network)
+        self.loss_cfg = _section("loss", loss, LOSS_KEYS)
+        self.optim_cfg = _section("optim", optim, OPTIM_KEYS)
+        self.augment_cfg = _section("augment", augment, AUGMENT_KEYS)
         self.save_hyperparameters(
             {
                 "markers": {k: list(v) if isinstance(v, tuple) else v for k, v in markers.items()},
@@ -226,6 +235,19 @@ class RBMRegressor(L.LightningModule):
         every = max(1, round(total * cfg["decay_every"]))
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=every, gamma=cfg["decay"])
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def _section(name: str, values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``values`` as a plain dict holding exactly ``keys``; ConfigError names what is missing or
+    unknown."""
+    values = dict(values)
+    missing = [k for k in keys if k not in values]
+    unknown = sorted(set(values) - set(keys))
+    if missing or unknown:
+        parts = [f"missing {', '.join(missing)}"] if missing else []
+        parts += [f"unknown {', '.join(unknown)}"] if unknown else []
+        raise ConfigError(f"{name}: {'; '.join(parts)} (expected keys: {', '.join(keys)})")
+    return values
 
 
 def _zero_output_layer(net: torch.nn.Module, out_dim: int) -> None:

@@ -232,20 +232,7 @@ def fit_pose_prior(
         The fitted :class:`GaussianMixturePrior` (float32).
     """
     gen = torch.Generator().manual_seed(int(seed))
-    count = len(poses)
-    if count > max_samples:
-        # Pick rows before reading: ``poses`` may be a memory map of a whole dataset.
-        rows = torch.sort(torch.randperm(count, generator=gen)[:max_samples]).values.numpy()
-        poses = poses[torch.as_tensor(rows)] if torch.is_tensor(poses) else poses[rows]
-    x = poses.double() if torch.is_tensor(poses) else torch.from_numpy(np.array(poses, np.float64))
-    if x.ndim == 3 and x.shape[1:] == (24, 3) and len(joints) != 24:
-        x = x[:, list(joints)]
-    x = x.reshape(x.shape[0], -1) if x.ndim == 3 else x
-    d = 3 * len(joints)
-    if x.ndim != 2 or x.shape[1] != d:
-        raise DataError(f"poses of shape {tuple(x.shape)}: expected (N, 24, 3) or (N, {d})")
-    if not torch.isfinite(x).all():
-        raise DataError("poses contain NaN or infinite values")
+    x = _pose_vectors(poses, joints, max_samples, gen)
     if num_components < 1:
         raise ConfigError(f"num_components must be at least 1, got {num_components}")
     if x.shape[0] < 2 * num_components:
@@ -272,6 +259,26 @@ def fit_pose_prior(
         num_samples=int(x.shape[0]),
         log_likelihood=ll,
     )
+
+
+def _pose_vectors(poses, joints, max_samples: int, gen: torch.Generator) -> torch.Tensor:
+    """(N, 3·len(joints)) float64 prior vectors from the poses :func:`fit_pose_prior` accepts, at
+    most ``max_samples`` of them (an evenly spread random subset drawn with ``gen``)."""
+    count = len(poses)
+    if count > max_samples:
+        # Pick rows before reading: ``poses`` may be a memory map of a whole dataset.
+        rows = torch.sort(torch.randperm(count, generator=gen)[:max_samples]).values.numpy()
+        poses = poses[torch.as_tensor(rows)] if torch.is_tensor(poses) else poses[rows]
+    x = poses.double() if torch.is_tensor(poses) else torch.from_numpy(np.array(poses, np.float64))
+    if x.ndim == 3 and x.shape[1:] == (24, 3) and len(joints) != 24:
+        x = x[:, list(joints)]
+    x = x.reshape(x.shape[0], -1) if x.ndim == 3 else x
+    d = 3 * len(joints)
+    if x.ndim != 2 or x.shape[1] != d:
+        raise DataError(f"poses of shape {tuple(x.shape)}: expected (N, 24, 3) or (N, {d})")
+    if not torch.isfinite(x).all():
+        raise DataError("poses contain NaN or infinite values")
+    return x
 
 
 def _kmeans_responsibilities(x: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:

@@ -126,14 +126,11 @@ class KinematicPrior(torch.nn.Module):
             bone, seen_rot = fill_gaps(bone, valid, self.parents)
         ok = seen_rot[..., None, None]
         own = {j: (bone[..., m, :, :], ok[..., m, :, :]) for j, m in self.carrier.items()}
-        # the pelvis: nearest visible plate up the torso, refined by the rigid fit where possible
         if fallback is None:
             r = self.root_marker
             fallback = torch.where(ok[..., r, :, :], bone[..., r, :, :], eye)
-        root = fallback
-        for j in reversed(TORSO_CHAIN):
-            if j in own:
-                root = torch.where(own[j][1], own[j][0], root)
+        # the pelvis: nearest visible plate up the torso, refined by the rigid fit where possible
+        root = _nearest_torso_rotation(own, fallback)
         at: list[torch.Tensor | None] = [None] * 24  # joint positions, down the tree
         where = None
         if self.has_position:
@@ -196,6 +193,16 @@ class KinematicPrior(torch.nn.Module):
         # each visible point joint places the pelvis through the rest offset, rotated by `rot`
         guess = joints - (rot[..., None, :, :] @ (rest - self.rest_joints[0])[..., None])[..., 0]
         return rot, (guess * w[..., None]).sum(-2) / w.sum(-1, keepdim=True).clamp_min(1.0)
+
+
+def _nearest_torso_rotation(own: dict, fallback: torch.Tensor) -> torch.Tensor:
+    """(..., 3, 3) the rotation of the first visible plated joint along :data:`TORSO_CHAIN`
+    (``own``: joint → (rotation, visible)), else ``fallback``."""
+    root = fallback
+    for j in reversed(TORSO_CHAIN):
+        if j in own:
+            root = torch.where(own[j][1], own[j][0], root)
+    return root
 
 
 def _interpolation_plan(carrier: dict[int, int]) -> dict[int, tuple[int, float]]:

@@ -1,7 +1,8 @@
 """``rbmcap demo``: the main job on the embedded default, end to end, with no downloads.
 
 Each stage runs on what ships with rbmcap (the open stand-in body and procedural motion) and says
-what it did; the stages grow with the library.
+what it did; the stages grow with the library. ``--quick`` runs every stage on a tiny budget
+(:data:`QUICK`): a smoke test and install check, not figures to read.
 """
 
 from __future__ import annotations
@@ -10,14 +11,61 @@ import argparse
 import json
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+
+@dataclass(frozen=True)
+class DemoBudget:
+    """How much each stage of the demo does.
+
+    Attributes:
+        train_overrides: Hydra overrides added to ``experiment=demo`` (motions, epochs, batches).
+        eval_frames: test frames evaluated at most.
+        frames_per_sequence: frames evaluated per test sequence (None: all up to ``eval_frames``).
+        solver_iterations: the baseline's and hybrid's iterations (None: their configs').
+    """
+
+    train_overrides: tuple[str, ...] = ()
+    eval_frames: int = 300
+    frames_per_sequence: int | None = None
+    solver_iterations: int | None = None
+
+
+FULL = DemoBudget()
+"""``make demo``: ``experiment=demo`` as configured (a few minutes of training on 2 cores)."""
+
+QUICK = DemoBudget(
+    # 12 motions: 3 subjects, so train, val and test each get one (whole subjects per split)
+    train_overrides=(
+        "data.generate.num=12",
+        "trainer.max_epochs=1",
+        "++trainer.limit_train_batches=4",
+        "++trainer.limit_val_batches=2",
+    ),
+    eval_frames=40,
+    frames_per_sequence=20,  # two test sequences
+    solver_iterations=20,
+)
+"""``rbmcap demo --quick``: every stage on a tiny budget (well under 2 minutes on 2 cores)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the main job on the embedded default (no downloads)")
     p.add_argument("--out", type=Path, default=Path("outputs/demo"), help="output folder")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--eval-frames", type=int, default=300, help="test frames to evaluate")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="every stage on a tiny budget (a smoke test: a few motions, one short epoch, "
+        f"{QUICK.eval_frames} eval frames, {QUICK.solver_iterations} solver iterations)",
+    )
+    p.add_argument(
+        "--eval-frames",
+        type=int,
+        default=None,
+        help=f"test frames to evaluate (default {FULL.eval_frames}; --quick: {QUICK.eval_frames})",
+    )
     p.set_defaults(func=_run)
 
 
@@ -27,15 +75,30 @@ def _step(title: str) -> float:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from dataclasses import asdict, replace
+
+    budget = QUICK if args.quick else FULL
+    if args.eval_frames is not None:
+        budget = replace(budget, eval_frames=args.eval_frames)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    summary: dict = {"quick": bool(args.quick), "budget": asdict(budget)}
+    summary.update(_body_and_render(out))
+    summary["skinning"] = _skinning()
+    summary["train"] = result = _train_stage(out, args.seed, budget)
+    summary["eval"] = _eval_stage(out, result, budget)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+    print(f"\nDone. Outputs in {out}/ (summary.json, body.png, train/, eval/report.md).")
+    return 0
+
+
+def _body_and_render(out: Path) -> dict:
+    """Stages 1–2: the stand-in body, posed, shaped and rendered to ``out/body.png``."""
     import torch
 
     from rbmcap.body import load_body_model
     from rbmcap.body.poses import stride_pose
     from rbmcap.body.render import render_meshes
-
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    summary: dict = {}
 
     t = _step("1. stand-in body (built and cached on first use)")
     body = load_body_model("standin")
@@ -43,8 +106,6 @@ def _run(args: argparse.Namespace) -> int:
         f"   {body.identity}: {body.num_vertices} vertices, {body.faces.shape[0]} faces, "
         f"{body.num_joints} joints, {body.num_betas} betas ({time.perf_counter() - t:.1f} s)"
     )
-    summary["body"] = {"id": body.identity, "vertices": body.num_vertices}
-
     t = _step("2. pose and render it")
     faces = body.faces.numpy()
     with torch.no_grad():
@@ -61,50 +122,59 @@ def _run(args: argparse.Namespace) -> int:
     )
     height = float(rest[:, 1].max() - rest[:, 1].min())
     print(f"   height {height:.2f} m at zero betas; wrote {png} ({time.perf_counter() - t:.1f} s)")
-    summary["render"] = str(png)
+    return {"body": {"id": body.identity, "vertices": body.num_vertices}, "render": str(png)}
 
-    t = _step("3. sparse vs full skinning (rbmcap bench skinning)")
+
+def _skinning() -> dict:
+    """Stage 3: sparse against full skinning (``rbmcap bench skinning --quick``)."""
     from rbmcap.bench import run_benchmark
 
+    _step("3. sparse vs full skinning (rbmcap bench skinning)")
     bench = run_benchmark("skinning", quick=True)
     print(
         f"   full forward {bench['full_ms_per_frame']:.3f} ms/frame, sparse "
         f"{bench['sparse_ms_per_frame']:.4f} ms/frame for {bench['sparse_vertices']} vertices: "
         f"{bench['speedup']:.0f}x faster, max difference {bench['max_abs_difference_m']:.1e} m"
     )
-    summary["skinning"] = {
-        k: bench[k] for k in ("full_ms_per_frame", "sparse_ms_per_frame", "speedup")
-    }
+    return {k: bench[k] for k in ("full_ms_per_frame", "sparse_ms_per_frame", "speedup")}
 
+
+def _train_stage(out: Path, seed: int, budget: DemoBudget) -> dict:
+    """Stage 4: train the demo network; returns :func:`rbmcap.training.run.train`'s result."""
     t = _step("4. train the demo network (python train.py experiment=demo)")
-    result = _train(out, args.seed)
+    result = _train(out, seed, budget.train_overrides)
+    best = result["best_val_mpjpe_mm"]
     print(
-        f"   best validation MPJPE {result['best_val_mpjpe_mm']:.1f} mm, joint angle error "
-        f"{result['val_metrics'].get('val/joint_angle_deg', float('nan')):.1f} deg after "
-        f"{result['epochs']} epochs ({time.perf_counter() - t:.0f} s)"
+        f"   best validation MPJPE {best if best is not None else float('nan'):.1f} mm, joint "
+        f"angle error {result['val_metrics'].get('val/joint_angle_deg', float('nan')):.1f} deg "
+        f"after {result['epochs']} epochs ({time.perf_counter() - t:.0f} s)"
     )
     print(f"   checkpoint: {result['best_checkpoint']}")
-    summary["train"] = result
+    return result
 
-    t = _step("5. evaluate on the held-out test split: network vs optimisation vs hybrid")
+
+def _eval_stage(out: Path, result: dict, budget: DemoBudget) -> dict:
+    """Stage 5: network, baseline and hybrid on the test split; returns each one's averages."""
     from rbmcap.evaluation import EvalOptions, evaluate
     from rbmcap.evaluation.report import claim_line, write_report
 
-    data = Path(result["data_path"])
-    metrics = write_report(
-        evaluate(EvalOptions(ckpt=result["best_checkpoint"], data=data, split="test",
-                             baseline=True, hybrid=True, max_frames=args.eval_frames)),
-        out / "eval",
-    )  # fmt: skip
+    t = _step("5. evaluate on the held-out test split: network vs optimisation vs hybrid")
+    opts = EvalOptions(
+        ckpt=result["best_checkpoint"] or result["last_checkpoint"],
+        data=Path(result["data_path"]),
+        split="test",
+        baseline=True,
+        hybrid=True,
+        max_frames=budget.eval_frames,
+        frames_per_sequence=budget.frames_per_sequence,
+        solver_iterations=budget.solver_iterations,
+    )
+    metrics = write_report(evaluate(opts), out / "eval")
     print(_table(metrics))
     for c in metrics.get("claims", []):
         print(f"   claim: {claim_line(c)}")
     print(f"   full report: {out / 'eval' / 'report.md'} ({time.perf_counter() - t:.0f} s)")
-    summary["eval"] = {k: m["metrics"] for k, m in metrics["methods"].items()}
-
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
-    print(f"\nDone. Outputs in {out}/ (summary.json, body.png, train/, eval/report.md).")
-    return 0
+    return {k: m["metrics"] for k, m in metrics["methods"].items()}
 
 
 def _table(metrics: dict) -> str:
@@ -119,8 +189,9 @@ def _table(metrics: dict) -> str:
     return "\n".join(rows)
 
 
-def _train(out: Path, seed: int) -> dict:
-    """Run ``experiment=demo`` exactly as ``train.py`` would, with data and outputs under ``out``.
+def _train(out: Path, seed: int, extra: tuple[str, ...] = ()) -> dict:
+    """Run ``experiment=demo`` exactly as ``train.py`` would, with data and outputs under ``out``
+    and the ``extra`` Hydra overrides.
 
     The dataset is generated on first use (procedural motions → rbm14 synthesis, logged)."""
     import logging
@@ -133,7 +204,7 @@ def _train(out: Path, seed: int) -> dict:
     shutil.rmtree(out / "train", ignore_errors=True)  # a rerun replaces the previous demo run
     logging.basicConfig(level=logging.INFO, format="   %(message)s")
     overrides = ["experiment=demo", f"seed={seed}", f"paths.root_dir={out}",
-                 "trainer.enable_progress_bar=false"]  # fmt: skip
+                 "trainer.enable_progress_bar=false", *extra]  # fmt: skip
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose("train", overrides=overrides)
     return train(cfg, out / "train")

@@ -1,6 +1,7 @@
 """``rbmcap bench skinning``: full smplx forward vs sparse skinning of the rbm14 marker vertices.
 
-Both run in this process on the same random poses and shapes (batch 1024, no autograd); the
+Both run in this process on the same random poses and shapes (batch 1024, or 128 with
+``quick``; no autograd); the
 sparse side skins the 14 reference marker vertices of the stand-in and their one-rings, which is
 what plate synthesis and marker losses need.
 """
@@ -14,16 +15,18 @@ from rbmcap.body import load_body_model
 from rbmcap.markers.markerset import load_marker_set
 
 BATCH = 1024
+QUICK_BATCH = 128
 
 
 def run(quick: bool = False, model: str = "standin") -> dict:
     body = load_body_model(model)
     markers = load_marker_set("rbm14")
     ids = body.with_one_rings(markers.resolve(body))
+    batch = QUICK_BATCH if quick else BATCH
     gen = torch.Generator().manual_seed(0)
-    poses = 0.3 * torch.randn(BATCH, 24, 3, generator=gen)
-    betas = torch.randn(BATCH, body.num_betas, generator=gen)
-    trans = torch.randn(BATCH, 3, generator=gen)
+    poses = 0.3 * torch.randn(batch, 24, 3, generator=gen)
+    betas = torch.randn(batch, body.num_betas, generator=gen)
+    trans = torch.randn(batch, 3, generator=gen)
     repeats = 3 if quick else 15
     with torch.no_grad():
         times = best_seconds(
@@ -38,11 +41,11 @@ def run(quick: bool = False, model: str = "standin") -> dict:
         err = (dense - body.skin_vertices(ids, poses, betas, trans)).abs().max()
     return {
         "model": body.identity,
-        "batch": BATCH,
+        "batch": batch,
         "num_vertices": body.num_vertices,
         "sparse_vertices": len(ids),
-        "full_ms_per_frame": 1e3 * full / BATCH,
-        "sparse_ms_per_frame": 1e3 * sparse / BATCH,
+        "full_ms_per_frame": 1e3 * full / batch,
+        "sparse_ms_per_frame": 1e3 * sparse / batch,
         "speedup": full / sparse,
         "max_abs_difference_m": float(err),
     }

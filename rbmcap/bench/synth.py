@@ -40,6 +40,8 @@ from rbmcap.markers.synth import CHUNK_FRAMES, Synthesizer
 FRAMES = 16384
 DENSE_FRAMES = CHUNK_FRAMES
 SMALL_BATCH = 64
+QUICK_FRAMES, QUICK_DENSE_FRAMES = 1024, 256
+"""``quick`` (smoke tests): a few seconds of timing, the same figures, noisier."""
 
 
 def _motion(frames: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -59,8 +61,8 @@ def speed(quick: bool = False) -> dict:
     """
     body = load_body_model("standin")
     synth = Synthesizer(body, "rbm14")
-    frames = 4096 if quick else FRAMES
-    dense_frames = DENSE_FRAMES
+    frames = QUICK_FRAMES if quick else FRAMES
+    dense_frames = QUICK_DENSE_FRAMES if quick else DENSE_FRAMES
     poses, trans, betas = _motion(frames, 0)
     dp, dt, db = (torch.from_numpy(a) for a in (poses[:dense_frames], trans[:dense_frames], betas))
     topo = synth.topology
@@ -73,7 +75,7 @@ def speed(quick: bool = False) -> dict:
             pos, rot = plate_frames(out.vertices[:, skin_ids], topo)
         return pos, rot, out.joints
 
-    repeats = 3 if quick else 7
+    repeats = 2 if quick else 7
     default_threads = torch.get_num_threads()
     sparse_fps, dense_fps, small_fps = {}, {}, {}
     try:
@@ -191,7 +193,7 @@ def _measure(sequences: int, frames: int, workdir: Path) -> dict:
 
 def memory(quick: bool = False) -> dict:
     """Peak memory of the synth pipeline on a base input and on 10× as many frames."""
-    sequences, frames = (3, 2048) if quick else (6, 4096)
+    sequences, frames = (1, 512) if quick else (6, 4096)
     with tempfile.TemporaryDirectory(prefix="rbmcap-bench-") as tmp:
         base = _measure(sequences, frames, Path(tmp))
         big = _measure(10 * sequences, frames, Path(tmp))

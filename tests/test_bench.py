@@ -1,0 +1,85 @@
+"""Smoke tests of every ``rbmcap bench NAME --quick --json``: one JSON object with its figures."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from rbmcap.bench import BENCHMARKS
+from rbmcap.cli.main import main
+
+MACHINE = {"cpu_count", "torch_threads", "torch", "processor"}
+
+# The figures each benchmark must report; of those, the ones that are times or rates (> 0).
+EXPECTED: dict[str, tuple[set[str], set[str]]] = {
+    "skinning": (
+        {"model", "batch", "num_vertices", "sparse_vertices", "max_abs_difference_m"},
+        {"full_ms_per_frame", "sparse_ms_per_frame", "speedup"},
+    ),
+    "synth": (
+        {"model", "markers", "skinned_vertices", "num_vertices", "sparse_frames", "dense_frames",
+         "max_abs_difference_m", "memory_base_frames", "memory_big_frames",
+         "sparse_frames_per_s_by_threads", "dense_frames_per_s_by_threads"},
+        {"sparse_frames_per_s", "dense_frames_per_s", "speedup",
+         "dense_small_batch_frames_per_s", "base_peak_rss_mb", "big_peak_rss_mb",
+         "peak_memory_ratio", "pipeline_frames_per_s_1thread"},
+    ),
+    "train": (
+        {"model", "features", "parameters_m", "batch", "window"},
+        {"seconds_per_step", "windows_per_second", "frames_per_second",
+         "inference_frames_per_second"},
+    ),
+    "infer": (
+        {"model", "features", "frames", "stream_context_frames"},
+        {"batch_frames_per_second", "batch_ms_per_frame", "stream_latency_ms_p50",
+         "stream_latency_ms_p99"},
+    ),
+    "baseline": (
+        {"model", "markers", "frames", "iterations", "mpjpe_mm", "curve"},
+        {"ms_per_frame", "network_ms_per_frame", "solver_to_network_time_ratio"},
+    ),
+}  # fmt: skip
+
+
+def _numbers(value, path: str = ""):
+    """Every number in a JSON value, with its path."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _numbers(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _numbers(v, f"{path}[{i}]")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield path, value
+
+
+def test_every_benchmark_has_a_smoke_test():
+    assert set(EXPECTED) == set(BENCHMARKS)
+
+
+@pytest.mark.parametrize("name", sorted(BENCHMARKS))
+def test_quick_bench_prints_one_json_object_with_its_figures(name, capsys):
+    capsys.readouterr()
+    assert main(["bench", name, "--quick", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1  # one line: one object
+    result = json.loads(out)
+    assert isinstance(result, dict) and result["benchmark"] == name
+    required, positive = EXPECTED[name]
+    missing = (required | positive | {"machine"}) - set(result)
+    assert not missing, f"{name} lacks {sorted(missing)}"
+    assert MACHINE <= set(result["machine"]) and result["machine"]["cpu_count"] >= 1
+    for path, value in _numbers(result):
+        assert math.isfinite(value), f"{name}{path} = {value}"
+    for key in positive:
+        assert result[key] > 0, f"{name}.{key} = {result[key]}"
+    if "max_abs_difference_m" in result:  # the fast and the reference path agree
+        assert 0 <= result["max_abs_difference_m"] < 1e-5
+
+
+def test_unknown_benchmark_is_one_line_and_exit_2(capsys):
+    assert main(["bench", "nosuch", "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown benchmark 'nosuch'" in err and err.count("\n") == 1

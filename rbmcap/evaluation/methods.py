@@ -38,6 +38,13 @@ ORACLE_PREFIX = "hybrid_start_"
 """Method keys of the hybrid from oracle starts: this prefix and the fraction."""
 
 
+CONVERGED_RTOL = 0.02
+CONVERGED_ATOL_MM = 0.1
+"""A baseline's accuracy has converged at the first recorded iteration count after which its
+MPJPE over the split improves by at most max(``CONVERGED_ATOL_MM``, ``CONVERGED_RTOL`` × best)
+(:meth:`rbmcap.baseline.ConvergenceRecord.converged_at`)."""
+
+
 def oracle_key(fraction: float) -> str:
     """The method key of the hybrid from an oracle start with ``fraction`` × the network's
     error."""
@@ -124,7 +131,7 @@ class BaselineMethod(Method):
         for seq in self.sequences(split):
             self._solutions[seq.name] = self.solve.solve(seq, snapshots=True)
         self.curve = aggregate_records([s.record.to_dict() for s in self._solutions.values()])
-        self.iterations = self.curve.converged_at()
+        self.iterations = self.curve.converged_at(rtol=CONVERGED_RTOL, atol=CONVERGED_ATOL_MM)
 
     def run(self, seq: Sequence) -> tuple[SMPLParams, float]:
         return self._solutions.pop(seq.name).at(self.iterations)  # its snapshots freed

@@ -7,11 +7,12 @@ import json
 import math
 import os
 import platform
+import textwrap
 from pathlib import Path
 
 import numpy as np
 
-from rbmcap.evaluation.methods import ORACLE_PREFIX
+from rbmcap.evaluation.methods import CONVERGED_ATOL_MM, CONVERGED_RTOL, ORACLE_PREFIX
 from rbmcap.evaluation.options import HYBRID_CLAIM_FRACTION, EvalOptions
 from rbmcap.evaluation.results import MethodResult
 from rbmcap.evaluation.wording import share_of
@@ -50,9 +51,10 @@ _DEFINITIONS = """\
   absolute betas difference.
 - **ms/frame**: wall time per frame in this process. The network's is its whole-sequence
   prediction. A baseline is read off its convergence curve at the iteration count where its
-  MPJPE converged (within 2 % of its best; see the convergence table): every metric of its row
+  MPJPE converged (within {converged}; see the convergence table): every metric of its row
   is its answer there, and its time is the time to get there. The
-  hybrid's is its full solver budget plus the network pass that starts it. {hybrid_budget}
+  hybrid's is its full solver budget plus the network pass that starts it.
+  {hybrid_budget}
 - **oracle start** (``--hybrid-start-error F``): the hybrid with the same budget from the truth
   moved F of the way to the network's answer (geodesically per joint): a network with F times
   this one's error. A study of what network the hybrid claim needs, not a method.
@@ -74,7 +76,9 @@ def definitions(options: dict) -> str:
         )
     else:
         budget = "The hybrid runs its solver config's iterations."
-    return _DEFINITIONS.format(hybrid_budget=budget)
+    converged = f"{100 * CONVERGED_RTOL:g} % of its best or {CONVERGED_ATOL_MM:g} mm"
+    budget = textwrap.fill(budget, width=96, subsequent_indent="  ")
+    return _DEFINITIONS.format(hybrid_budget=budget, converged=converged)
 
 
 def write_report(result: dict, out: str | os.PathLike) -> dict:
@@ -105,7 +109,7 @@ def write_report(result: dict, out: str | os.PathLike) -> dict:
     metrics["claims"] = claims(averages)
     _atomic_text(out / "metrics.json", json.dumps(_finite(metrics), indent=2))
     _write_csv(methods, out / "per_sequence.csv")
-    plots = _plots(methods, averages, out)
+    plots = _plots(methods, averages, out, float(result["dataset"]["fps"]))
     _atomic_text(out / "report.md", _markdown(metrics, methods, averages, plots))
     return metrics
 
@@ -246,7 +250,8 @@ def _fmt(v) -> str:
     return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
 
 
-def _plots(methods, averages, out: Path) -> list[Path]:
+def _plots(methods, averages, out: Path, fps: float) -> list[Path]:
+    """The per-joint error, error over time and speed-accuracy plots (PNG) in ``out``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -268,7 +273,7 @@ def _plots(methods, averages, out: Path) -> list[Path]:
     for m in methods.values():
         if m.per_frame:
             series = m.per_frame[0]["mpjpe_mm"]
-            ax.plot(np.arange(len(series)) / 60.0, series, label=m.label, lw=1)
+            ax.plot(np.arange(len(series)) / fps, series, label=m.label, lw=1)
     first = next(iter(methods.values())).sequences[0]["sequence"]
     ax.set_title(f"MPJPE over time: {first}", fontsize=10)
     ax.set_xlabel("time (s)")

@@ -8,6 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rbmcap.configfiles import conf_file, load_yaml_mapping
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.model import (
     NETWORKS,
@@ -30,13 +31,23 @@ CAUSAL = {
     "causal_transformer": True,
     "causal_gru": True,
 }
+
+
+def _configured(name: str) -> dict:
+    """The packaged reference hyper-parameters (``rbmcap/conf/model/<name>.yaml``)."""
+    values = load_yaml_mapping(conf_file("model", f"{name}.yaml"))
+    assert values.pop("name") == name
+    return values
+
+
 # Small hyper-parameters for behavioural tests (behaviour does not depend on width).
+_RELPOS_SMALL = {"d_model": 32, "nhead": 4, "num_layers": 2, "dim_feedforward": 64}
 SMALL = {
-    "mlp": {"hidden_dim": 32, "num_blocks": 2},
-    "bigru": {"hidden_dim": 16},
-    "transformer": {"d_model": 32, "nhead": 4, "num_layers": 2, "dim_feedforward": 64},
-    "causal_transformer": {"d_model": 32, "nhead": 4, "num_layers": 2, "dim_feedforward": 64},
-    "causal_gru": {"hidden_dim": 16},
+    "mlp": {**_configured("mlp"), "hidden_dim": 32, "num_blocks": 2},
+    "bigru": {**_configured("bigru"), "hidden_dim": 16},
+    "transformer": {**_configured("transformer"), **_RELPOS_SMALL},
+    "causal_transformer": {**_configured("causal_transformer"), **_RELPOS_SMALL},
+    "causal_gru": {**_configured("causal_gru"), "hidden_dim": 16},
 }
 
 
@@ -69,16 +80,20 @@ def _small(name: str, in_dim: int = 10, out_dim: int = 7) -> torch.nn.Module:
 @pytest.fixture(scope="module")
 def default_networks():
     torch.manual_seed(0)
-    return {name: build_network(name, IN_DIM, OUT_DIM).eval() for name in NETWORKS}
+    return {
+        name: build_network(name, IN_DIM, OUT_DIM, **_configured(name)).eval() for name in NETWORKS
+    }
 
 
 def test_registry_knows_every_network_family():
     assert set(NETWORKS) == {"mlp", "bigru", "transformer", "causal_transformer", "causal_gru"}
-    assert isinstance(build_network("mlp", 4, 2), ResidualMLP)
-    assert isinstance(build_network("bigru", 4, 2), BiGRU)
-    assert isinstance(build_network("transformer", 4, 2), RelPosTransformer)
-    assert isinstance(build_network("causal_transformer", 4, 2), RelPosTransformer)
-    assert isinstance(build_network("causal_gru", 4, 2), CausalGRU)
+    assert set(SMALL) == set(NETWORKS)
+    assert isinstance(build_network("mlp", 4, 2, **SMALL["mlp"]), ResidualMLP)
+    assert isinstance(build_network("bigru", 4, 2, **SMALL["bigru"]), BiGRU)
+    assert isinstance(build_network("transformer", 4, 2, **SMALL["transformer"]), RelPosTransformer)
+    net = build_network("causal_transformer", 4, 2, **SMALL["causal_transformer"])
+    assert isinstance(net, RelPosTransformer)
+    assert isinstance(build_network("causal_gru", 4, 2, **SMALL["causal_gru"]), CausalGRU)
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))
@@ -160,7 +175,7 @@ def test_relative_position_buckets_cover_any_offset(bidirectional):
 
 def test_causal_gru_stepping_frame_by_frame_equals_forward():
     torch.manual_seed(1)
-    net = build_network("causal_gru", IN_DIM, OUT_DIM).eval()
+    net = build_network("causal_gru", IN_DIM, OUT_DIM, **_configured("causal_gru")).eval()
     x = _inputs(5, 3, 50, IN_DIM)
     with torch.no_grad():
         full = net(x)
@@ -188,15 +203,22 @@ def test_unknown_network_names_the_known_ones():
 
 def test_unknown_or_invalid_hyper_parameters_are_config_errors():
     with pytest.raises(ConfigError, match="hidden_size"):
-        build_network("bigru", 4, 2, hidden_size=64)
+        build_network("bigru", 4, 2, **SMALL["bigru"], hidden_size=64)
     with pytest.raises(ConfigError, match="causal"):
-        build_network("transformer", 4, 2, causal=True)
+        build_network("transformer", 4, 2, **SMALL["transformer"], causal=True)
     with pytest.raises(ConfigError, match="divide"):
-        build_network("transformer", 4, 2, d_model=30, nhead=4)
+        build_network("transformer", 4, 2, **{**SMALL["transformer"], "d_model": 30, "nhead": 4})
     with pytest.raises(ConfigError, match="dropout"):
-        build_network("mlp", 4, 2, dropout=1.5)
+        build_network("mlp", 4, 2, **{**SMALL["mlp"], "dropout": 1.5})
     with pytest.raises(ConfigError, match="in_dim"):
-        build_network("causal_gru", 0, 2)
+        build_network("causal_gru", 0, 2, **SMALL["causal_gru"])
+
+
+def test_missing_hyper_parameters_are_named_not_defaulted():
+    """The YAML files are the only home of the reference values: nothing falls back silently."""
+    partial = {k: v for k, v in SMALL["transformer"].items() if k != "num_buckets"}
+    with pytest.raises(ConfigError, match="needs hyper-parameter num_buckets"):
+        build_network("transformer", 4, 2, **partial)
 
 
 def test_wrong_input_shape_is_a_data_error():

@@ -30,9 +30,9 @@ class BiGRU(SequenceNetwork):
         in_dim: int,
         out_dim: int,
         *,
-        hidden_dim: int = 256,
-        num_layers: int = 2,
-        dropout: float = 0.1,
+        hidden_dim: int,
+        num_layers: int,
+        dropout: float,
     ) -> None:
         super().__init__(in_dim, out_dim)
         hidden_dim = check_positive_int("hidden_dim", hidden_dim)
@@ -82,9 +82,9 @@ class CausalGRU(SequenceNetwork):
         in_dim: int,
         out_dim: int,
         *,
-        hidden_dim: int = 384,
-        num_layers: int = 2,
-        dropout: float = 0.1,
+        hidden_dim: int,
+        num_layers: int,
+        dropout: float,
     ) -> None:
         super().__init__(in_dim, out_dim)
         self.hidden_dim = check_positive_int("hidden_dim", hidden_dim)

@@ -49,9 +49,9 @@ class ResidualMLP(SequenceNetwork):
         in_dim: int,
         out_dim: int,
         *,
-        hidden_dim: int = 512,
-        num_blocks: int = 4,
-        dropout: float = 0.1,
+        hidden_dim: int,
+        num_blocks: int,
+        dropout: float,
     ) -> None:
         super().__init__(in_dim, out_dim)
         hidden_dim = check_positive_int("hidden_dim", hidden_dim)

@@ -1,4 +1,8 @@
-"""Build a sequence network by name, as configuration refers to it."""
+"""Build a sequence network by name, as configuration refers to it.
+
+The networks' hyper-parameters have no defaults in code: the reference values are written once,
+in the packaged ``rbmcap/conf/model/<name>.yaml`` files.
+"""
 
 from __future__ import annotations
 
@@ -43,14 +47,15 @@ def build_network(name: str, in_dim: int, out_dim: int, **kwargs: Any) -> Sequen
         name: registry name.
         in_dim: features per frame.
         out_dim: outputs per frame.
-        **kwargs: the network's keyword hyper-parameters; omitted ones take their defaults.
+        **kwargs: every one of the network's keyword hyper-parameters (the packaged
+            ``rbmcap/conf/model/<name>.yaml`` holds the reference values).
 
     Returns:
         A network mapping (B, T, in_dim) to (B, T, out_dim); ``is_causal`` tells whether it can run
         on a live stream.
 
     Raises:
-        ConfigError: unknown name, unknown hyper-parameter, or an invalid value.
+        ConfigError: unknown name, unknown or missing hyper-parameter, or an invalid value.
     """
     try:
         factory = NETWORKS[name]
@@ -63,4 +68,7 @@ def build_network(name: str, in_dim: int, out_dim: int, **kwargs: Any) -> Sequen
             f"network {name!r} has no hyper-parameter {', '.join(unknown)}; "
             f"it accepts: {', '.join(accepted)}"
         )
+    missing = [p for p in accepted if p not in kwargs]
+    if missing:
+        raise ConfigError(f"network {name!r} needs hyper-parameter {', '.join(missing)}")
     return factory(in_dim, out_dim, **kwargs)

@@ -138,6 +138,9 @@ class RBMDataModule(L.LightningDataModule):
         recipe: how :meth:`prepare_data` makes the dataset when ``path`` has none; without it a
             missing dataset is a :class:`DataError`.
         markers: the marker set the dataset must have been made with (checked in :meth:`setup`).
+
+    Lightning runs :meth:`prepare_data` on local rank 0 of each node; where several nodes share
+    the data folder, set ``prepare_data_per_node = False`` so that only global rank 0 makes it.
     """
 
     def __init__(

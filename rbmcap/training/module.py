@@ -99,24 +99,13 @@ class RBMRegressor(L.LightningModule):
         self.loss_cfg = _section("loss", loss, LOSS_KEYS)
         self.optim_cfg = _section("optim", optim, OPTIM_KEYS)
         self.augment_cfg = _section("augment", augment, AUGMENT_KEYS)
-        self.save_hyperparameters(
-            {
-                "markers": {k: list(v) if isinstance(v, tuple) else v for k, v in markers.items()},
-                "plate_rest_rot": rest.tolist(),
-                "joint_template": jt.tolist(),
-                "joint_shapedirs": js.tolist(),
-                "body_id": body_id,
-                "features": features,
-                "rotations": rotations,
-                "network": network,
-                "loss": self.loss_cfg,
-                "optim": self.optim_cfg,
-                "augment": self.augment_cfg,
-                "num_betas": num_betas,
-                "seed": seed,
-                "plate_rest_pos": None if plate_rest_pos is None else rest_pos.tolist(),
-            }
-        )
+        self.save_hyperparameters(_plain_data({
+            "markers": markers, "plate_rest_rot": rest, "joint_template": jt,
+            "joint_shapedirs": js, "body_id": body_id, "features": features,
+            "rotations": rotations, "network": network, "loss": self.loss_cfg,
+            "optim": self.optim_cfg, "augment": self.augment_cfg, "num_betas": num_betas,
+            "seed": seed, "plate_rest_pos": rest_pos,
+        }))  # fmt: skip
         self.num_betas = num_betas
         if rotations not in ("global", "local"):
             raise ConfigError(f"rotations={rotations!r}: expected 'global' or 'local'")
@@ -235,6 +224,18 @@ class RBMRegressor(L.LightningModule):
         every = max(1, round(total * cfg["decay_every"]))
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=every, gamma=cfg["decay"])
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def _plain_data(value):
+    """``value`` with tensors and tuples turned into (nested) lists, recursively: checkpoints
+    then hold plain data only and load with ``torch.load(weights_only=True)``."""
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: _plain_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_data(v) for v in value]
+    return value
 
 
 def _section(name: str, values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

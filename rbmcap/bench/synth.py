@@ -64,35 +64,17 @@ def speed(quick: bool = False) -> dict:
     frames = QUICK_FRAMES if quick else FRAMES
     dense_frames = QUICK_DENSE_FRAMES if quick else DENSE_FRAMES
     poses, trans, betas = _motion(frames, 0)
-    dp, dt, db = (torch.from_numpy(a) for a in (poses[:dense_frames], trans[:dense_frames], betas))
-    topo = synth.topology
-    skin_ids = torch.as_tensor(topo.skin_ids)
-
-    def dense(batch: int = dense_frames):
-        for start in range(0, dense_frames, batch):
-            sl = slice(start, start + batch)
-            out = body(dp[sl], db, dt[sl])
-            pos, rot = plate_frames(out.vertices[:, skin_ids], topo)
-        return pos, rot, out.joints
-
-    repeats = 2 if quick else 7
+    dense = _dense_synthesis(body, synth.topology, poses, trans, betas, dense_frames)
+    runs = {
+        "sparse": lambda: synth(poses, trans, betas),
+        "dense": dense,
+        "small": lambda: dense(SMALL_BATCH),
+    }
     default_threads = torch.get_num_threads()
-    sparse_fps, dense_fps, small_fps = {}, {}, {}
     try:
         with torch.inference_mode():
-            for threads in sorted({1, default_threads}):
-                torch.set_num_threads(threads)
-                times = best_seconds(
-                    {
-                        "sparse": lambda: synth(poses, trans, betas),
-                        "dense": dense,
-                        "small": lambda: dense(SMALL_BATCH),
-                    },
-                    repeats,
-                )
-                sparse_fps[threads] = frames / times["sparse"]
-                dense_fps[threads] = dense_frames / times["dense"]
-                small_fps[threads] = dense_frames / times["small"]
+            repeats = 2 if quick else 7
+            seconds = {n: _best_at(n, runs, repeats) for n in sorted({1, default_threads})}
             pos, _, joints = dense(dense_frames)  # one batch: every frame
             sparse = synth(poses[:dense_frames], trans[:dense_frames], betas)
     finally:
@@ -101,11 +83,14 @@ def speed(quick: bool = False) -> dict:
         float(np.abs(pos.numpy() - sparse.pos).max()),
         float(np.abs(joints.numpy() - sparse.joints).max()),
     )
+    sparse_fps = {n: frames / times["sparse"] for n, times in seconds.items()}
+    dense_fps = {n: dense_frames / times["dense"] for n, times in seconds.items()}
+    small_fps = {n: dense_frames / times["small"] for n, times in seconds.items()}
     best_sparse, best_dense = max(sparse_fps.values()), max(dense_fps.values())
     return {
         "model": body.identity,
         "markers": "rbm14",
-        "skinned_vertices": len(topo.skin_ids),
+        "skinned_vertices": len(synth.topology.skin_ids),
         "num_vertices": int(body.num_vertices),
         "sparse_frames": frames,
         "dense_frames": dense_frames,
@@ -119,6 +104,29 @@ def speed(quick: bool = False) -> dict:
         "dense_small_batch_frames_per_s_by_threads": small_fps,
         "max_abs_difference_m": err,
     }
+
+
+def _dense_synthesis(body, topo, poses, trans, betas, dense_frames: int):
+    """``dense(batch)``: plate positions and rotations and the joints of the first
+    ``dense_frames`` frames the dense way (full forward of every vertex), ``batch`` frames at
+    a time; it returns the last batch's."""
+    dp, dt, db = (torch.from_numpy(a) for a in (poses[:dense_frames], trans[:dense_frames], betas))
+    skin_ids = torch.as_tensor(topo.skin_ids)
+
+    def dense(batch: int = dense_frames):
+        for start in range(0, dense_frames, batch):
+            sl = slice(start, start + batch)
+            out = body(dp[sl], db, dt[sl])
+            pos, rot = plate_frames(out.vertices[:, skin_ids], topo)
+        return pos, rot, out.joints
+
+    return dense
+
+
+def _best_at(threads: int, runs: dict, repeats: int) -> dict[str, float]:
+    """Best seconds of each run with ``threads`` torch threads (left set)."""
+    torch.set_num_threads(threads)
+    return best_seconds(runs, repeats)
 
 
 _MEMORY_SCRIPT = textwrap.dedent(

@@ -129,12 +129,20 @@ class KinematicPrior(torch.nn.Module):
         if fallback is None:
             r = self.root_marker
             fallback = torch.where(ok[..., r, :, :], bone[..., r, :, :], eye)
-        # the pelvis: nearest visible plate up the torso, refined by the rigid fit where possible
-        root = _nearest_torso_rotation(own, fallback)
-        at: list[torch.Tensor | None] = [None] * 24  # joint positions, down the tree
         where = None
         if self.has_position:
             where = pos - (bone @ self.rest_offset[..., None])[..., 0]  # each plate's joint
+        rots = torch.stack(self._down_the_tree(own, fallback, where, valid, eye), dim=-3)
+        pelvis = None if where is None else self._place(rots, where, valid)
+        return rots, pelvis
+
+    def _down_the_tree(self, own, fallback, where, valid, eye) -> list[torch.Tensor]:
+        """The 24 global rotations (..., 3, 3), parents first, by the rules of the module
+        docstring; joint positions follow along where ``where`` (each plate's joint) is given."""
+        # the pelvis: nearest visible plate up the torso, refined by the rigid fit where possible
+        root = _nearest_torso_rotation(own, fallback)
+        at: list[torch.Tensor | None] = [None] * 24  # joint positions, down the tree
+        if where is not None:
             root, at[0] = self._pelvis(where, valid, root)
             if 0 in self.carrier:
                 m = self.carrier[0]
@@ -159,9 +167,7 @@ class KinematicPrior(torch.nn.Module):
                 rots[j] = torch.where(seen, rotmat_slerp(parent, target, fraction), parent)
             else:
                 rots[j] = parent
-        rots = torch.stack(rots, dim=-3)
-        pelvis = None if where is None else self._place(rots, where, valid)
-        return rots, pelvis
+        return rots
 
     def _place(self, rots, where, valid):
         """Pelvis position (..., 3): the mean, over visible plates, of the plate's joint position

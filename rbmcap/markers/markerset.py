@@ -244,33 +244,58 @@ def parse_marker_set(data: dict, source: str = "", default_name: str = "markers"
     parent_names: list[str | None] = []
     anchors: list[Anchor | None] = []
     for i, entry in enumerate(entries):
-        if not isinstance(entry, Mapping) or "name" not in entry:
-            raise ConfigError(f"{where}: marker #{i} must be a mapping with a 'name'")
-        entry = dict(entry)
-        mname = str(entry["name"])
-        if mname in names:
-            raise ConfigError(f"{where}: marker {mname!r} is listed twice")
-        vertex = entry.get("vertex")
-        if vertex is not None:
-            if isinstance(vertex, bool) or not isinstance(vertex, int) or vertex < 0:
-                raise ConfigError(f"{where}: marker {mname!r} vertex must be an integer ≥ 0")
-            if vertex >= topology:
-                raise ConfigError(
-                    f"{where}: marker {mname!r} vertex {vertex} is out of range for a "
-                    f"{topology}-vertex mesh (vertex_topology)"
-                )
-        anchor = None
-        if entry.get("anchor") is not None:
-            try:
-                anchor = Anchor.from_dict(entry["anchor"])
-            except (ConfigError, TypeError, ValueError) as exc:
-                raise ConfigError(f"{where}: marker {mname!r} anchor: {exc}") from None
-        if vertex is None and anchor is None:
-            raise ConfigError(f"{where}: marker {mname!r} needs a 'vertex' or an 'anchor'")
+        mname, vertex, anchor, pname = _parse_marker(i, entry, names, topology, where)
         names.append(mname)
         vertices.append(vertex)
         anchors.append(anchor)
-        parent_names.append(None if entry.get("parent") is None else str(entry["parent"]))
+        parent_names.append(pname)
+    parents = _parent_indices(names, parent_names, kind, where)
+    return MarkerSet(
+        name=str(data.get("name") or default_name),
+        kind=kind,
+        names=tuple(names),
+        vertex_ids=tuple(vertices),
+        parents=tuple(parents),
+        anchors=tuple(anchors),
+        vertex_topology=topology,
+        source=source,
+    )
+
+
+def _parse_marker(
+    i: int, entry: Any, earlier: list[str], topology: int, where: str
+) -> tuple[str, int | None, Anchor | None, str | None]:
+    """Marker #i's name, vertex id, anchor and parent name (``earlier``: the names before it)."""
+    if not isinstance(entry, Mapping) or "name" not in entry:
+        raise ConfigError(f"{where}: marker #{i} must be a mapping with a 'name'")
+    entry = dict(entry)
+    mname = str(entry["name"])
+    if mname in earlier:
+        raise ConfigError(f"{where}: marker {mname!r} is listed twice")
+    vertex = entry.get("vertex")
+    if vertex is not None:
+        if isinstance(vertex, bool) or not isinstance(vertex, int) or vertex < 0:
+            raise ConfigError(f"{where}: marker {mname!r} vertex must be an integer ≥ 0")
+        if vertex >= topology:
+            raise ConfigError(
+                f"{where}: marker {mname!r} vertex {vertex} is out of range for a "
+                f"{topology}-vertex mesh (vertex_topology)"
+            )
+    anchor = None
+    if entry.get("anchor") is not None:
+        try:
+            anchor = Anchor.from_dict(entry["anchor"])
+        except (ConfigError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{where}: marker {mname!r} anchor: {exc}") from None
+    if vertex is None and anchor is None:
+        raise ConfigError(f"{where}: marker {mname!r} needs a 'vertex' or an 'anchor'")
+    return mname, vertex, anchor, None if entry.get("parent") is None else str(entry["parent"])
+
+
+def _parent_indices(
+    names: list[str], parent_names: list[str | None], kind: str, where: str
+) -> list[int]:
+    """Each marker's parent index (-1: a root), checked: known, acyclic, one root for rbm."""
     parents = []
     for mname, pname in zip(names, parent_names, strict=True):
         if pname is None:
@@ -283,16 +308,7 @@ def parse_marker_set(data: dict, source: str = "", default_name: str = "markers"
     if kind == "rbm" and sum(p < 0 for p in parents) != 1:
         roots = [n for n, p in zip(names, parents, strict=True) if p < 0]
         raise ConfigError(f"{where}: an rbm set needs exactly one root marker, found {roots}")
-    return MarkerSet(
-        name=str(data.get("name") or default_name),
-        kind=kind,
-        names=tuple(names),
-        vertex_ids=tuple(vertices),
-        parents=tuple(parents),
-        anchors=tuple(anchors),
-        vertex_topology=topology,
-        source=source,
-    )
+    return parents
 
 
 def _check_acyclic(parents: list[int], names: list[str], where: str) -> None:

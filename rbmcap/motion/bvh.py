@@ -141,48 +141,76 @@ def parse_bvh(text: str, label: str = "BVH") -> BVH:
     """Parse BVH text (see :func:`read_bvh`); ``label`` names it in error messages."""
     tokens = _Tokens(text, label)
     tokens.expect("HIERARCHY")
-    names: list[str] = []
-    parents: list[int] = []
-    offsets: list[np.ndarray] = []
-    channels: list[list[str]] = []
-    end_sites: dict[int, np.ndarray] = {}
+    tree = _Hierarchy()
+    tokens.expect("ROOT")
+    tree.read_joint(tokens, -1)
+    frames, frame_time = _read_motion(tokens, sum(len(c) for c in tree.channels))
+    return BVH(
+        names=tree.names,
+        parents=tree.parents,
+        offsets=np.array(tree.offsets, dtype=np.float64),
+        channels=tree.channels,
+        end_sites=tree.end_sites,
+        frames=frames,
+        frame_time=frame_time,
+        path=label,
+    )
 
-    def joint(parent: int) -> None:
+
+@dataclass
+class _Hierarchy:
+    """The joint tree as it is read, parents before children."""
+
+    names: list[str] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    offsets: list[np.ndarray] = field(default_factory=list)
+    channels: list[list[str]] = field(default_factory=list)
+    end_sites: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def read_joint(self, tokens: _Tokens, parent: int) -> None:
+        """One ``ROOT``/``JOINT`` block after its keyword, with its children, up to its ``}``."""
         name = tokens.rest_of_line()
         if not name:
             tokens.fail("a joint name")
-        j = len(names)
-        names.append(name)
-        parents.append(parent)
+        j = len(self.names)
+        self.names.append(name)
+        self.parents.append(parent)
         tokens.expect("{")
         tokens.expect("OFFSET")
-        offsets.append(tokens.floats(3))
-        chans: list[str] = []
-        if tokens.peek_upper() == "CHANNELS":
-            tokens.next()
-            count = tokens.int()
-            chans = [tokens.next() for _ in range(count)]
-            bad = [c for c in chans if c.lower() not in _ROT and c.lower() not in _POS]
-            if bad:
-                tokens.fail(f"channel names like Xposition/Zrotation, not {bad[0]!r}")
-        channels.append(chans)
+        self.offsets.append(tokens.floats(3))
+        self.channels.append(_read_channels(tokens))
         while True:
             word = tokens.next_upper()
             if word == "JOINT":
-                joint(j)
+                self.read_joint(tokens, j)
             elif word == "END":
                 tokens.expect("SITE")
                 tokens.expect("{")
                 tokens.expect("OFFSET")
-                end_sites[j] = tokens.floats(3)
+                self.end_sites[j] = tokens.floats(3)
                 tokens.expect("}")
             elif word == "}":
                 return
             else:
                 tokens.fail("JOINT, End Site or '}'", word)
 
-    tokens.expect("ROOT")
-    joint(-1)
+
+def _read_channels(tokens: _Tokens) -> list[str]:
+    """A joint's optional ``CHANNELS n name…`` line (no line: no channels)."""
+    if tokens.peek_upper() != "CHANNELS":
+        return []
+    tokens.next()
+    count = tokens.int()
+    chans = [tokens.next() for _ in range(count)]
+    bad = [c for c in chans if c.lower() not in _ROT and c.lower() not in _POS]
+    if bad:
+        tokens.fail(f"channel names like Xposition/Zrotation, not {bad[0]!r}")
+    return chans
+
+
+def _read_motion(tokens: _Tokens, width: int) -> tuple[np.ndarray, float]:
+    """The ``MOTION`` section: frames (T, width) and the frame time (s)."""
+    label = tokens.label
     tokens.expect("MOTION")
     tokens.expect("FRAMES:")
     num_frames = tokens.int()
@@ -191,7 +219,6 @@ def parse_bvh(text: str, label: str = "BVH") -> BVH:
     frame_time = tokens.float()
     if not frame_time > 0:
         raise FormatError(f"{label}: Frame Time must be positive, got {frame_time}")
-    width = sum(len(c) for c in channels)
     values = tokens.remaining_floats()
     if values.size < num_frames * width:
         raise FormatError(
@@ -203,16 +230,7 @@ def parse_bvh(text: str, label: str = "BVH") -> BVH:
         raise FormatError(f"{label}: the file declares no frames")
     if not np.isfinite(frames).all():
         raise FormatError(f"{label}: motion data contains NaN or infinite values")
-    return BVH(
-        names=names,
-        parents=parents,
-        offsets=np.array(offsets, dtype=np.float64),
-        channels=channels,
-        end_sites=end_sites,
-        frames=frames,
-        frame_time=frame_time,
-        path=label,
-    )
+    return frames, frame_time
 
 
 class _Tokens:
@@ -326,12 +344,33 @@ def write_bvh(
         end_sites: optional joint index → end-site offset; leaves without one get a zero offset.
     """
     order = order.upper()
-    end_sites = end_sites or {}
     rot_channels = " ".join(f"{a}rotation" for a in order)
     children: dict[int, list[int]] = {j: [] for j in range(len(names))}
     for j, p in enumerate(parents):
         if p >= 0:
             children[p].append(j)
+    lines = _hierarchy_lines(names, parents, offsets, children, end_sites or {}, rot_channels)
+    # Channels are written in the order joints appear in the hierarchy (depth first).
+    visit = _depth_first(children, 0)
+    euler = roma.rotmat_to_euler(order, torch.from_numpy(np.asarray(local_rotmats)), degrees=True)
+    euler = euler.numpy()[:, visit]
+    data = np.concatenate([np.asarray(root_positions), euler.reshape(len(euler), -1)], axis=1)
+    lines += ["MOTION", f"Frames: {len(data)}", f"Frame Time: {frame_time:.8f}"]
+    lines += [" ".join(f"{v:.6f}" for v in row) for row in data]
+    path = Path(path)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _hierarchy_lines(
+    names: list[str],
+    parents: list[int],
+    offsets: np.ndarray,
+    children: dict[int, list[int]],
+    end_sites: dict[int, np.ndarray],
+    rot_channels: str,
+) -> list[str]:
+    """The ``HIERARCHY`` section's lines, tab-indented, from joint 0 down."""
     lines = ["HIERARCHY"]
 
     def emit(j: int, depth: int) -> None:
@@ -355,20 +394,9 @@ def write_bvh(
         lines.append(f"{pad}}}")
 
     emit(0, 0)
-    # Channels are written in the order joints appear in the hierarchy (depth first).
-    visit: list[int] = []
+    return lines
 
-    def walk(j: int) -> None:
-        visit.append(j)
-        for c in children[j]:
-            walk(c)
 
-    walk(0)
-    euler = roma.rotmat_to_euler(order, torch.from_numpy(np.asarray(local_rotmats)), degrees=True)
-    euler = euler.numpy()[:, visit]
-    data = np.concatenate([np.asarray(root_positions), euler.reshape(len(euler), -1)], axis=1)
-    lines += ["MOTION", f"Frames: {len(data)}", f"Frame Time: {frame_time:.8f}"]
-    lines += [" ".join(f"{v:.6f}" for v in row) for row in data]
-    path = Path(path)
-    path.write_text("\n".join(lines) + "\n")
-    return path
+def _depth_first(children: dict[int, list[int]], j: int) -> list[int]:
+    """Joint ``j`` and its descendants, depth first, children in order."""
+    return [j] + [k for c in children[j] for k in _depth_first(children, c)]

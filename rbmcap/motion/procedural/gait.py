@@ -17,6 +17,7 @@ A gait here is planned the way the feet see it, so stance feet cannot slide:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import roma
@@ -52,6 +53,21 @@ class GaitParams:
     arm_swing: float = 15.0
     elbow: float = 15.0
     trunk_lean: float = 3.0
+
+    @property
+    def period(self) -> float:
+        """Seconds per stride."""
+        return 1.0 / self.cadence
+
+    @property
+    def swing_time(self) -> float:
+        """Seconds each foot is in the air per stride."""
+        return (1.0 - self.duty) * self.period
+
+    @property
+    def stop(self) -> float:
+        """No step strikes after this time (s): the motion ends standing."""
+        return self.duration - 0.5
 
 
 def walk(rng: np.random.Generator, fps: float, kin: MotionKinematics) -> Built:
@@ -133,15 +149,44 @@ class _Step:
     yaw: float  # foot heading after the strike, radians
 
 
+class _Route(NamedTuple):
+    """The pelvis's way over the floor, per frame."""
+
+    gait_on: np.ndarray  # (T,) 0 standing … 1 at full speed
+    speed: np.ndarray  # (T,) m/s
+    start_heading: float  # radians, before the first frame's turn
+    heading: np.ndarray  # (T,) radians; 0 faces -Y
+    path: np.ndarray  # (T, 2) pelvis on the floor, from (0, 0)
+
+
 def _gait(rng: np.random.Generator, fps: float, kin: MotionKinematics, p: GaitParams) -> Built:
     t = np.arange(round(p.duration * fps)) / fps
     n = len(t)
-    start = p.lead
-    stop = p.duration - 0.5
-    period = 1.0 / p.cadence
-    swing_time = (1.0 - p.duty) * period
-    # Speed eases in after the first lift-off and out before the last strike.
-    last_strike = start + np.floor((stop - swing_time - start) / (0.5 * period)) * 0.5 * period
+    route = _plan_route(rng, t, fps, p)
+    geometry = _FootGeometry(kin, p.toe_out)
+    steps = _plan_steps(geometry, t, route, p)
+    ratio = np.clip(route.speed / max(p.stride * p.cadence, 1e-9), 0.0, 1.0)
+    ankles, foot_rot, toe_ext, in_stance = geometry.trajectories(t, steps, p, ratio)
+    # Gait phase, 0 at each left heel strike (the left foot first strikes 1.5 - duty strides
+    # after the right foot's first lift-off).
+    phase = (t - p.lead) * p.cadence - (1.5 - p.duty)
+    root_rot = _pelvis_rotation(route.heading, phase, route.gait_on, p)
+    pelvis = _pelvis_position(geometry, route, phase, in_stance, root_rot, ankles, p, fps)
+    track = PoseTrack(n)
+    track.rot[:, J["pelvis"]] = root_rot
+    geometry.solve_legs(track, pelvis, root_rot, ankles, foot_rot, toe_ext)
+    _upper_body(track, rng, t, phase, route.gait_on, p)
+    trans = pelvis - kin.rest_joints[0]
+    params = {k: v for k, v in vars(p).items() if v}
+    params["steps"] = len(steps) - 2
+    return Built(track, None, params, trans=trans, stance=in_stance)
+
+
+def _plan_route(rng: np.random.Generator, t: np.ndarray, fps: float, p: GaitParams) -> _Route:
+    """Speed easing in after the first lift-off and out before the last strike, the heading
+    turning with it from a random start, and the path they trace."""
+    start, period, swing_time = p.lead, p.period, p.swing_time
+    last_strike = start + np.floor((p.stop - swing_time - start) / (0.5 * period)) * 0.5 * period
     last_strike += swing_time
     gait_on = ease((t - start) / p.ramp) * ease((last_strike - 0.2 * period - t) / p.ramp)
     speed = p.stride * p.cadence * gait_on
@@ -153,56 +198,55 @@ def _gait(rng: np.random.Generator, fps: float, kin: MotionKinematics, p: GaitPa
     forward = np.stack([np.sin(heading), -np.cos(heading)], -1)  # heading 0 faces -Y
     path = np.cumsum(speed[:, None] * forward, axis=0) / fps
     path -= path[0]
+    return _Route(gait_on, speed, heading0, heading, path)
+
+
+def _plan_steps(
+    geometry: _FootGeometry, t: np.ndarray, route: _Route, p: GaitParams
+) -> list[_Step]:
+    """Both feet planted at the start, then alternating steps, the right foot first, every half
+    stride from ``p.lead`` until a strike would come after ``p.stop``."""
 
     def at(x: np.ndarray, time: float) -> np.ndarray:
         return np.array([np.interp(time, t, x[:, c]) for c in range(x.shape[1])])
 
-    geometry = _FootGeometry(kin, p.toe_out)
+    path, heading = route.path, route.heading
     steps: list[_Step] = []
     for f in (0, 1):
-        steps.append(_Step(f, -np.inf, -np.inf, *geometry.footprint(f, path[0], heading0, p.width)))
-    lift = start
+        footprint = geometry.footprint(f, path[0], route.start_heading, p.width)
+        steps.append(_Step(f, -np.inf, -np.inf, *footprint))
+    lift = p.lead
     foot = 1
-    while lift + swing_time <= stop:
-        strike = lift + swing_time
-        mid = strike + 0.5 * p.duty * period
+    while lift + p.swing_time <= p.stop:
+        strike = lift + p.swing_time
+        mid = strike + 0.5 * p.duty * p.period
         yaw = float(np.interp(mid, t, heading))
         steps.append(
             _Step(foot, lift, strike, *geometry.footprint(foot, at(path, mid), yaw, p.width))
         )
-        lift += 0.5 * period
+        lift += 0.5 * p.period
         foot = 1 - foot
+    return steps
 
-    ratio = np.clip(speed / max(p.stride * p.cadence, 1e-9), 0.0, 1.0)
-    ankles, foot_rot, toe_ext, in_stance = geometry.trajectories(t, steps, p, ratio)
 
-    # Pelvis: over the path, swaying towards the stance foot, as high as the legs allow.
-    # Gait phase, 0 at each left heel strike (the left foot first strikes 1.5 - duty strides
-    # after the right foot's first lift-off).
-    phase = (t - start) * p.cadence - (1.5 - p.duty)
+def _pelvis_position(geometry, route: _Route, phase, in_stance, root_rot, ankles, p, fps):
+    """(T, 3) pelvis: over the path, swaying towards the stance foot, hopping in flight and
+    dipping at mid-stance (running), no higher than both legs reach."""
+    gait_on, heading = route.gait_on, route.heading
     sway = 0.02 * gait_on * np.cos(2 * np.pi * (phase - 0.3))  # over the stance foot
     left = np.stack([np.cos(heading), np.sin(heading)], -1)
-    pelvis = np.zeros((n, 3))
-    pelvis[:, :2] = path + sway[:, None] * left
+    pelvis = np.zeros((len(phase), 3))
+    pelvis[:, :2] = route.path + sway[:, None] * left
     stance_any = in_stance.any(1)
     flight = np.where(stance_any, 0.0, 1.0)
     flight = gaussian_filter1d(flight, max(1.0, 0.03 * fps))
     single = in_stance.sum(1) == 1
     mid_stance = gaussian_filter1d(single.astype(float), max(1.0, 0.04 * fps)) * gait_on
-    root_rot = _pelvis_rotation(heading, phase, gait_on, p)
     pelvis[:, 2] = geometry.stand_height * 0.995 + p.hop * flight - p.dip * mid_stance
     pelvis[:, 2] = geometry.reachable_height(pelvis, root_rot, ankles)
     pelvis[:, 2] = gaussian_filter1d(pelvis[:, 2], max(1.0, 0.02 * fps), mode="nearest")
     pelvis[:, 2] = geometry.reachable_height(pelvis, root_rot, ankles)
-
-    track = PoseTrack(n)
-    track.rot[:, J["pelvis"]] = root_rot
-    geometry.solve_legs(track, pelvis, root_rot, ankles, foot_rot, toe_ext)
-    _upper_body(track, rng, t, phase, gait_on, p)
-    trans = pelvis - kin.rest_joints[0]
-    params = {k: v for k, v in vars(p).items() if v}
-    params["steps"] = len(steps) - 2
-    return Built(track, None, params, trans=trans, stance=in_stance)
+    return pelvis
 
 
 def _pelvis_rotation(heading, phase, gait_on, p: GaitParams) -> torch.Tensor:

@@ -134,30 +134,14 @@ def generate_library(
     Returns:
         The written motion files, in order.
     """
-    kinds = list(kinds) if kinds else list(KINDS)
-    unknown = [k for k in kinds if k not in KINDS]
-    if unknown:
-        raise ConfigError(
-            f"unknown motion kind(s) {', '.join(unknown)}; expected {', '.join(KINDS)}"
-        )
-    if num < 1:
-        raise ConfigError(f"num must be at least 1, got {num}")
-    if num_subjects is not None and not 1 <= num_subjects <= num:
-        raise ConfigError(f"num_subjects must be between 1 and num ({num}), got {num_subjects}")
+    kinds = _checked_kinds(kinds, num, num_subjects)
     out = Path(out)
     body = body if body is not None else standin_body()
     n_subj = num_subjects or min(50, max(1, num // 4))
-    master = np.random.default_rng(seed)
-    subject_betas = [sample_betas(master, body.num_betas) for _ in range(n_subj)]
-    motion_seeds = master.integers(0, 2**31 - 1, size=num)
-    subject_of = master.permutation(np.arange(num) % n_subj)
-    splits = _subject_splits(n_subj, master)
-    written, lists = [], {"train": [], "val": [], "test": []}
-    for s, betas in enumerate(subject_betas):
-        folder = out / DATASET_NAME / f"S{s:02d}"
-        folder.mkdir(parents=True, exist_ok=True)
-        _save_shape(folder / "shape.npz", betas, body)
+    subject_betas, motion_seeds, subject_of, splits = _draw_plan(seed, num, n_subj, body.num_betas)
+    _write_shapes(out / DATASET_NAME, subject_betas, body)
     limits = JointLimits.load()
+    written, lists = [], {"train": [], "val": [], "test": []}
     for i in range(num):
         kind = kinds[i % len(kinds)]
         s = int(subject_of[i])
@@ -177,11 +161,40 @@ def generate_library(
         lists[splits[s]].append(rel)
         if progress:
             progress(i, num, path)
-    split_dir = out / "splits"
+    _write_split_lists(out / "splits", lists)
+    return written
+
+
+def _checked_kinds(kinds: Sequence[str] | None, num: int, num_subjects: int | None) -> list[str]:
+    """The kinds to cycle through, after checking :func:`generate_library`'s arguments."""
+    kinds = list(kinds) if kinds else list(KINDS)
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise ConfigError(
+            f"unknown motion kind(s) {', '.join(unknown)}; expected {', '.join(KINDS)}"
+        )
+    if num < 1:
+        raise ConfigError(f"num must be at least 1, got {num}")
+    if num_subjects is not None and not 1 <= num_subjects <= num:
+        raise ConfigError(f"num_subjects must be between 1 and num ({num}), got {num_subjects}")
+    return kinds
+
+
+def _draw_plan(seed: int, num: int, n_subj: int, num_betas: int):
+    """From the master seed, in this order: each subject's betas, each motion's seed, each
+    motion's subject and each subject's split."""
+    master = np.random.default_rng(seed)
+    subject_betas = [sample_betas(master, num_betas) for _ in range(n_subj)]
+    motion_seeds = master.integers(0, 2**31 - 1, size=num)
+    subject_of = master.permutation(np.arange(num) % n_subj)
+    return subject_betas, motion_seeds, subject_of, _subject_splits(n_subj, master)
+
+
+def _write_split_lists(split_dir: Path, lists: dict[str, list[str]]) -> None:
+    """``split_dir/{train,val,test}.txt``: one motion file (relative path) a line."""
     split_dir.mkdir(parents=True, exist_ok=True)
     for split, rels in lists.items():
         (split_dir / f"{split}.txt").write_text("".join(f"{r}\n" for r in rels))
-    return written
 
 
 def _subject_splits(n: int, rng: np.random.Generator) -> list[str]:
@@ -194,6 +207,14 @@ def _subject_splits(n: int, rng: np.random.Generator) -> list[str]:
     for k in order[n_val : n_val + n_test]:
         split[k] = "test"
     return split
+
+
+def _write_shapes(root: Path, subject_betas: list[np.ndarray], body) -> None:
+    """One folder per subject, ``root/S{k:02d}``, holding its ``shape.npz``."""
+    for s, betas in enumerate(subject_betas):
+        folder = root / f"S{s:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        _save_shape(folder / "shape.npz", betas, body)
 
 
 def _save_shape(path: Path, betas: np.ndarray, body) -> None:

@@ -1,0 +1,253 @@
+"""The code base's structure: short functions, dependencies down the data flow, one definition of
+each shared piece of geometry, and configuration found inside the installed package.
+
+Every rule reads the installed ``rbmcap`` package's source with :mod:`ast` (not by importing it),
+so a violation names the file and line it is on.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+import rbmcap
+from rbmcap.configfiles import conf_dir
+
+PACKAGE = Path(rbmcap.__file__).resolve().parent
+MAX_FUNCTION_LINES = 60
+JUSTIFIED = "Long because"
+
+UPSTREAM = (
+    "rbmcap.model",
+    "rbmcap.training",
+    "rbmcap.evaluation",
+    "rbmcap.inference",
+    "rbmcap.cli",
+)
+"""The network, its training and the layers built on them: metrics, the baseline and geometry sit
+below them in the data flow and must not depend on them."""
+
+GEOMETRY_MAY_IMPORT = ("rbmcap.geometry", "rbmcap.errors", "rbmcap.skeleton")
+"""Geometry is pure maths: besides itself, only the exception family and the SMPL tree's
+constants (``rbmcap.skeleton``, a leaf module: see :func:`test_geometry_imports_only_leaves`)."""
+
+CLI_ENTRY_POINTS = {"rbmcap/__main__.py"}
+"""``python -m rbmcap`` is the command line itself, so it alone outside ``cli/`` may import it."""
+
+
+# ------------------------------------------------------------------------------------ reading
+@cache
+def _modules() -> dict[str, ast.Module]:
+    """Every module of the package by its path relative to the package's parent."""
+    root = PACKAGE.parent
+    return {
+        p.relative_to(root).as_posix(): ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
+        for p in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+def _in(folder: str) -> dict[str, ast.Module]:
+    prefix = f"rbmcap/{folder}/" if folder else "rbmcap/"
+    return {path: tree for path, tree in _modules().items() if path.startswith(prefix)}
+
+
+def _module_name(path: str) -> str:
+    parts = path[: -len(".py")].split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: str, tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, absolute module name) of each import; ``from a import b`` gives ``a`` and
+    ``a.b`` (``b`` may be a submodule), relative imports resolved against ``path``."""
+    package = _module_name(path).split(".")
+    if not path.endswith("__init__.py"):
+        package = package[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package[: len(package) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found.append((node.lineno, base))
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return found
+
+
+def _under(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def _functions(tree: ast.Module):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def _definitions(kind: type, name_test) -> list[str]:
+    """``path:line name`` of every definition of ``kind`` whose name passes ``name_test``."""
+    return [
+        f"{path}:{node.lineno} {node.name}"
+        for path, tree in _modules().items()
+        for node in ast.walk(tree)
+        if isinstance(node, kind) and name_test(node.name)
+    ]
+
+
+def _called_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _calls(name_test) -> list[str]:
+    return [
+        f"{path}:{node.lineno} {_called_name(node)}"
+        for path, tree in _modules().items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and name_test(_called_name(node))
+    ]
+
+
+# ------------------------------------------------------------------------------ short functions
+def test_every_function_is_short_or_says_why_it_is_long():
+    long = []
+    for path, tree in _modules().items():
+        for node in _functions(tree):
+            lines = node.end_lineno - node.lineno + 1
+            if lines > MAX_FUNCTION_LINES and JUSTIFIED not in (ast.get_docstring(node) or ""):
+                long.append(f"{path}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, (
+        f"functions over {MAX_FUNCTION_LINES} lines (def to end) whose docstring does not say "
+        f"'{JUSTIFIED} …': split them or give the reason:\n" + "\n".join(long)
+    )
+
+
+# -------------------------------------------------------------------------------- dependencies
+def test_metrics_baseline_and_geometry_do_not_import_upstream():
+    upward = [
+        f"{path}:{line} imports {name}"
+        for folder in ("metrics", "baseline", "geometry")
+        for path, tree in _in(folder).items()
+        for line, name in _imports(path, tree)
+        if _under(name, UPSTREAM)
+    ]
+    assert not upward, "imports against the data flow:\n" + "\n".join(upward)
+
+
+def test_geometry_imports_nothing_else_from_rbmcap():
+    foreign = [
+        f"{path}:{line} imports {name}"
+        for path, tree in _in("geometry").items()
+        for line, name in _imports(path, tree)
+        if _under(name, ("rbmcap",)) and not _under(name, GEOMETRY_MAY_IMPORT)
+    ]
+    assert not foreign, "rbmcap.geometry must stay pure maths:\n" + "\n".join(foreign)
+
+
+def test_geometry_imports_only_leaves():
+    """The modules geometry may import besides itself import nothing from rbmcap."""
+    leaves = [m for m in GEOMETRY_MAY_IMPORT if m != "rbmcap.geometry"]
+    found = [
+        f"{path}:{line} imports {name}"
+        for path, tree in _modules().items()
+        if _module_name(path) in leaves
+        for line, name in _imports(path, tree)
+        if _under(name, ("rbmcap",))
+    ]
+    assert not found, "a module geometry relies on is not a leaf:\n" + "\n".join(found)
+
+
+def test_only_the_command_line_imports_the_command_line():
+    found = [
+        f"{path}:{line} imports {name}"
+        for path, tree in _modules().items()
+        if not path.startswith("rbmcap/cli/") and path not in CLI_ENTRY_POINTS
+        for line, name in _imports(path, tree)
+        if _under(name, ("rbmcap.cli",))
+    ]
+    assert not found, "the library must not depend on its CLI:\n" + "\n".join(found)
+
+
+# --------------------------------------------------------------------------- one definition each
+def test_one_rotation_between():
+    found = _definitions(ast.FunctionDef, lambda n: n == "rotation_between")
+    assert len(found) == 1, found
+
+
+def test_one_slerp():
+    """Every slerp lives in one module, and only one of them does the arithmetic: the others
+    convert and call it."""
+    defs = [
+        (path, node)
+        for path, tree in _modules().items()
+        for node in _functions(tree)
+        if "slerp" in node.name
+    ]
+    assert {path for path, _ in defs} == {"rbmcap/geometry/rotations.py"}, [
+        f"{path}:{node.lineno} {node.name}" for path, node in defs
+    ]
+    own = [
+        node.name
+        for _, node in defs
+        if not any(isinstance(c, ast.Call) and "slerp" in _called_name(c) for c in ast.walk(node))
+    ]
+    assert len(own) == 1, f"slerp implemented more than once: {own}"
+
+
+def test_one_kabsch():
+    """The rigid fit is roma's, called in one place; no SVD anywhere writes another."""
+    assert len(_calls(lambda n: n == "rigid_points_registration")) == 1, _calls(
+        lambda n: n == "rigid_points_registration"
+    )
+    assert not _calls(lambda n: n == "svd"), _calls(lambda n: n == "svd")
+
+
+def test_one_kinematic_prior():
+    found = _definitions(ast.ClassDef, lambda n: n == "KinematicPrior")
+    assert len(found) == 1, found
+
+
+def test_one_torso_chain():
+    found = [
+        f"{path}:{node.lineno}"
+        for path, tree in _modules().items()
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name) and target.id == "TORSO_CHAIN"
+    ]
+    assert len(found) == 1, found
+
+
+# ----------------------------------------------------------------------- packaged configuration
+def test_the_packaged_configuration_is_inside_the_installed_package():
+    conf = conf_dir().resolve()
+    assert conf.is_relative_to(PACKAGE), f"{conf} lies outside the package {PACKAGE}"
+    assert sorted((conf / "markers").glob("*.yaml")), f"{conf}/markers holds no marker sets"
+
+
+def test_no_module_walks_up_from_its_file_to_find_files():
+    """Files are found through ``importlib.resources`` (``rbmcap.configfiles``), never by
+    ``Path(__file__).parents[k] / "conf"``, which breaks in a wheel."""
+    found = []
+    for path, tree in _modules().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id == "__file__":
+                found.append(f"{path}:{node.lineno} uses __file__")
+            elif (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "parents"
+                and any(isinstance(n, ast.Call) for n in ast.walk(node.value.value))
+            ):
+                found.append(f"{path}:{node.lineno} indexes a path's parents[]")
+            elif (
+                isinstance(node, ast.Constant)
+                and node.value == "conf"
+                and path != "rbmcap/configfiles.py"
+            ):
+                found.append(f"{path}:{node.lineno} names the 'conf' folder itself")
+    assert not found, "use rbmcap.configfiles to find packaged files:\n" + "\n".join(found)

@@ -69,7 +69,6 @@ def render_motion(
     fig = plt.figure(figsize=(size_px / dpi, size_px / dpi), dpi=dpi)
     ax = fig.add_subplot(projection="3d")
     fig.subplots_adjust(0, 0, 1, 1)
-    colours = [_bone_colour(j) for j in range(24)]
     # Follow the pelvis when the body travels; otherwise keep the floor still under it.
     path = joints[:, 0, :2]
     centres = path.copy()
@@ -77,36 +76,7 @@ def render_motion(
         centres[:] = path.mean(0)
 
     def draw(k: int):
-        i = idx[k]
-        ax.cla()
-        centre = centres[i]
-        lo, hi = centre - _HALF_WIDTH, centre + _HALF_WIDTH
-        _floor_grid(ax, lo, hi)
-        trail = joints[: i + 1, 0]
-        keep = np.all((trail[:, :2] >= lo) & (trail[:, :2] <= hi), axis=1)
-        ax.plot(trail[keep, 0], trail[keep, 1], 0.0, color="#9a9a9a", lw=1)
-        for j, p in enumerate(SMPL_PARENTS):
-            if p < 0:
-                continue
-            seg = joints[i, [p, j]]
-            ax.plot(seg[:, 0], seg[:, 1], [0.0, 0.0], color="#c4c4c4", lw=2.5)  # shadow
-            ax.plot(seg[:, 0], seg[:, 1], seg[:, 2], color=colours[j], lw=3)
-        ax.scatter(*joints[i].T, s=6, color=_MID, depthshade=False)
-        head = joints[i, SMPL_JOINT_NAMES.index("head")]
-        ax.scatter(*head, s=140, color=_MID, depthshade=False)
-        ax.set_xlim(lo[0], hi[0])
-        ax.set_ylim(lo[1], hi[1])
-        ax.set_zlim(0.0, 2 * _HALF_WIDTH)
-        ax.set_box_aspect((1, 1, 1), zoom=1.3)
-        ax.view_init(elev=12, azim=view_azim)
-        ax.set_axis_off()
-        ax.text2D(
-            0.03,
-            0.95,
-            f"{motion.name}  {i / motion.fps:5.2f} s",
-            transform=ax.transAxes,
-            fontsize=9,
-        )
+        _draw_frame(ax, joints, idx[k], centres[idx[k]], view_azim, motion)
         return []
 
     anim = FuncAnimation(fig, draw, frames=len(idx), blit=False)
@@ -118,6 +88,35 @@ def render_motion(
         plt.close(fig)
         tmp.unlink(missing_ok=True)
     return out
+
+
+def _draw_frame(ax, joints: np.ndarray, i: int, centre: np.ndarray, azim: float, motion) -> None:
+    """Draw frame ``i`` of ``joints`` (T, 24, 3) m on the 3-D axes: floor grid around ``centre``
+    (2,), the pelvis trail, bones with their floor shadows, the head, and a time label."""
+    colours = [_bone_colour(j) for j in range(24)]
+    ax.cla()
+    lo, hi = centre - _HALF_WIDTH, centre + _HALF_WIDTH
+    _floor_grid(ax, lo, hi)
+    trail = joints[: i + 1, 0]
+    keep = np.all((trail[:, :2] >= lo) & (trail[:, :2] <= hi), axis=1)
+    ax.plot(trail[keep, 0], trail[keep, 1], 0.0, color="#9a9a9a", lw=1)
+    for j, p in enumerate(SMPL_PARENTS):
+        if p < 0:
+            continue
+        seg = joints[i, [p, j]]
+        ax.plot(seg[:, 0], seg[:, 1], [0.0, 0.0], color="#c4c4c4", lw=2.5)  # shadow
+        ax.plot(seg[:, 0], seg[:, 1], seg[:, 2], color=colours[j], lw=3)
+    ax.scatter(*joints[i].T, s=6, color=_MID, depthshade=False)
+    head = joints[i, SMPL_JOINT_NAMES.index("head")]
+    ax.scatter(*head, s=140, color=_MID, depthshade=False)
+    ax.set_xlim(lo[0], hi[0])
+    ax.set_ylim(lo[1], hi[1])
+    ax.set_zlim(0.0, 2 * _HALF_WIDTH)
+    ax.set_box_aspect((1, 1, 1), zoom=1.3)
+    ax.view_init(elev=12, azim=azim)
+    ax.set_axis_off()
+    label = f"{motion.name}  {i / motion.fps:5.2f} s"
+    ax.text2D(0.03, 0.95, label, transform=ax.transAxes, fontsize=9)
 
 
 def _bone_colour(j: int) -> str:

@@ -160,16 +160,11 @@ def retarget_bvh(
     Returns:
         The motion, world frame Z up, metres.
     """
-    if not isinstance(joint_map, JointMap):
-        joint_map = JointMap.load(joint_map if joint_map is not None else DEFAULT_JOINT_MAP)
-    if floor not in FLOOR_MODES:
-        raise ConfigError(f"floor must be one of {', '.join(FLOOR_MODES)}, got {floor!r}")
-    joint_map.check_covers(bvh)
+    joint_map = _checked_map(bvh, joint_map, floor)
     kin = MotionKinematics(body if body is not None else standin_body(), betas)
     mapped = {_INDEX[s]: bvh.index(b) for s, b in joint_map.joints.items()}
     units = joint_map.units_to_metres
-    bvh_rest = bvh.rest_positions() * units
-    smpl_rest = kin.rest_joints
+    bvh_rest, smpl_rest = bvh.rest_positions() * units, kin.rest_joints
 
     b_rot, b_pos = bvh.global_transforms()
     world = _world_from_bvh(joint_map.up_axis)
@@ -177,13 +172,7 @@ def retarget_bvh(
     globals_ = _smpl_global_rotations(mapped, align, world, torch.from_numpy(b_rot))
     poses = roma.rotmat_to_rotvec(global_to_local(globals_)).numpy()
 
-    if translation_scale == "auto":
-        scale = _leg_ratio(mapped, smpl_rest, bvh_rest)
-    else:
-        try:
-            scale = float(translation_scale)
-        except (TypeError, ValueError):
-            raise ConfigError("translation_scale must be 'auto' or a number") from None
+    scale = _translation_scale(translation_scale, mapped, smpl_rest, bvh_rest)
     root = b_pos[:, mapped[0]] * units * scale
     trans = root @ world.numpy().T - smpl_rest[0]
 
@@ -193,20 +182,43 @@ def retarget_bvh(
         betas=np.zeros(kin.body.num_betas) if betas is None else betas,
         fps=bvh.fps,
         name=name or Path(bvh.path).stem,
-        source={
-            "file": bvh.path,
-            "format": "bvh",
-            "joint_map": joint_map.name,
-            "translation_scale": scale,
-        },
-    )
+        source={"file": bvh.path, "format": "bvh", "joint_map": joint_map.name,
+                "translation_scale": scale},
+    )  # fmt: skip
     if fps is not None:
         motion = motion.resample(fps)
-    if floor != "bvh":
-        offset = _floor_offsets(motion, kin, per_frame=floor == "contacts")
-        motion.trans[:, 2] -= offset
-        motion.source["floor_offset_m"] = float(np.median(offset))
+    _place_on_floor(motion, kin, floor)
     return motion
+
+
+def _checked_map(bvh: BVH, joint_map: JointMap | str | Path | None, floor: str) -> JointMap:
+    """The joint map (loaded when given by name or path) after checking it covers ``bvh`` and
+    that ``floor`` is a known mode."""
+    if not isinstance(joint_map, JointMap):
+        joint_map = JointMap.load(joint_map if joint_map is not None else DEFAULT_JOINT_MAP)
+    if floor not in FLOOR_MODES:
+        raise ConfigError(f"floor must be one of {', '.join(FLOOR_MODES)}, got {floor!r}")
+    joint_map.check_covers(bvh)
+    return joint_map
+
+
+def _translation_scale(spec: float | str, mapped: dict, smpl_rest, bvh_rest) -> float:
+    """The root path's scale: SMPL's / the BVH's leg length for 'auto', else the number given."""
+    if spec == "auto":
+        return _leg_ratio(mapped, smpl_rest, bvh_rest)
+    try:
+        return float(spec)
+    except (TypeError, ValueError):
+        raise ConfigError("translation_scale must be 'auto' or a number") from None
+
+
+def _place_on_floor(motion: SMPLMotion, kin: MotionKinematics, floor: str) -> None:
+    """Move ``motion`` (in place) so its planted feet rest on z = 0, as ``floor`` says."""
+    if floor == "bvh":
+        return
+    offset = _floor_offsets(motion, kin, per_frame=floor == "contacts")
+    motion.trans[:, 2] -= offset
+    motion.source["floor_offset_m"] = float(np.median(offset))
 
 
 def _floor_offsets(motion: SMPLMotion, kin: MotionKinematics, per_frame: bool) -> np.ndarray:

@@ -24,7 +24,7 @@ import glob, time, json, torch
 from rbmcap.inference import Predictor
 from rbmcap.dataset import RBMDataset
 ckpt = sorted(glob.glob("/tmp/r_gpu/outputs/train/*/checkpoints/last.ckpt"))[-1]
-ds = sorted(glob.glob("/tmp/r_gpu/data/procedural_*"))[0]
+ds = sorted(glob.glob("/tmp/r_gpu/data/procedural_n*"))[0]
 print("ckpt", ckpt)
 for dev in ("cpu", "cuda"):
     p = Predictor.from_checkpoint(ckpt, device=dev)

@@ -16,6 +16,12 @@ import torch
 from rbmcap.body.params import SMPLParams
 from rbmcap.errors import DataError
 
+CONVERGED_RTOL = 0.02
+CONVERGED_ATOL_MM = 0.1
+"""Accuracy has converged at the first recorded iteration count after which MPJPE improves by at
+most max(``CONVERGED_ATOL_MM``, ``CONVERGED_RTOL`` × best) (:meth:`ConvergenceRecord.converged_at`;
+the evaluation reads each baseline off its curve there)."""
+
 
 @dataclass
 class ConvergenceRecord:
@@ -48,7 +54,9 @@ class ConvergenceRecord:
         """Milliseconds of solver time per frame at each record."""
         return [1e3 * s / max(self.frames, 1) for s in self.seconds]
 
-    def converged_at(self, key: str = "mpjpe_mm", rtol: float = 0.02, atol: float = 0.1) -> int:
+    def converged_at(
+        self, key: str = "mpjpe_mm", rtol: float = CONVERGED_RTOL, atol: float = CONVERGED_ATOL_MM
+    ) -> int:
         """The first recorded iteration count after which ``key`` ('mpjpe_mm' or 'objective')
         improves by at most max(atol, rtol · best) any more: where accuracy has converged."""
         values = self.mpjpe_mm if key == "mpjpe_mm" else self.objective

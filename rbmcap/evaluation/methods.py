@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rbmcap.baseline.result import CONVERGED_ATOL_MM, CONVERGED_RTOL
 from rbmcap.body.params import SMPLParams
 from rbmcap.evaluation.oracle import scaled_error_start
 from rbmcap.evaluation.results import MethodResult, aggregate_records
@@ -36,13 +37,6 @@ log = logging.getLogger("rbmcap.eval")
 
 ORACLE_PREFIX = "hybrid_start_"
 """Method keys of the hybrid from oracle starts: this prefix and the fraction."""
-
-
-CONVERGED_RTOL = 0.02
-CONVERGED_ATOL_MM = 0.1
-"""A baseline's accuracy has converged at the first recorded iteration count after which its
-MPJPE over the split improves by at most max(``CONVERGED_ATOL_MM``, ``CONVERGED_RTOL`` × best)
-(:meth:`rbmcap.baseline.ConvergenceRecord.converged_at`)."""
 
 
 def oracle_key(fraction: float) -> str:

@@ -15,6 +15,18 @@ import sys
 from rbmcap.errors import RBMCapError
 
 AREAS = ("body", "motion", "synth", "dataset", "baseline", "eval", "bench", "demo")
+"""Command modules listed first, in this order; any other module of ``rbmcap.cli`` with a
+``register`` function follows, alphabetically (a new command needs only its own module)."""
+
+
+def command_modules() -> list[str]:
+    """Names of the modules under ``rbmcap.cli`` that register sub-commands, in help order."""
+    import pkgutil
+
+    import rbmcap.cli
+
+    found = {m.name for m in pkgutil.iter_modules(rbmcap.cli.__path__)} - {"main", "__init__"}
+    return [a for a in AREAS if a in found] + sorted(found - set(AREAS))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,9 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rbmcap", description="Rigid Body Marker motion capture to SMPL."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for area in AREAS:
-        module = importlib.import_module(f"rbmcap.cli.{area}")
-        module.register(sub)
+    for name in command_modules():
+        module = importlib.import_module(f"rbmcap.cli.{name}")
+        if hasattr(module, "register"):
+            module.register(sub)
     return parser
 
 

@@ -48,6 +48,7 @@ def read_c3d(path: str | Path) -> Capture:
     scale = _units(path, params)
     pnames, pts, pvalid = _points(path, c, scale)
     t = pts.shape[0]
+    _check_complete(path, t)
     names, pos, rot, valid = _rotations(path, c, scale, t)
     fps = _param(params, "POINT", "RATE") or [c["header"]["points"]["frame_rate"]]
     first = int(c["header"]["points"]["first_frame"])
@@ -65,8 +66,25 @@ def _open(path: Path):
         raise FormatError(f"{path}: no such file")
     try:
         return ezc3d.c3d(str(path), extract_forceplat_data=False)
-    except Exception as exc:  # noqa: BLE001 - ezc3d raises bare RuntimeError/IOError variants
+    except Exception as exc:  # ezc3d raises RuntimeError, IOError, ValueError… as it goes
         raise FormatError(f"{path}: not a readable C3D file ({exc})") from None
+
+
+def _check_complete(path: Path, frames: int) -> None:
+    """FormatError when the header's frame range holds more frames than ezc3d read (ezc3d reads
+    a truncated file silently, shortening its frame count to what is there)."""
+    head = path.read_bytes()[:1024]
+    if len(head) < 512:
+        raise FormatError(f"{path}: truncated C3D (shorter than its header)")
+    block = head[0] - 1
+    proc = head[block * 512 + 3] if block >= 0 and len(head) > block * 512 + 3 else 84
+    order = "big" if proc == 86 else "little"  # 84 Intel, 85 DEC (both little), 86 MIPS
+    first = int.from_bytes(head[6:8], order)
+    last = int.from_bytes(head[8:10], order)
+    expected = last - first + 1
+    if last < 65535 and expected > frames:
+        raise FormatError(f"{path}: truncated C3D: its header spans {expected} frames, the file "
+                          f"holds {frames}")  # fmt: skip
 
 
 def _param(params, group: str, name: str):

@@ -101,6 +101,26 @@ class Predictor:
             betas_n += hi - lo
         return SMPLParams.from_rotmats(rotmats, betas_sum / max(betas_n, 1), trans)
 
+    def predict_capture(self, capture, calibration=None, *, vertices: bool = False, body=None):
+        """SMPL motion of a :class:`~rbmcap.io.capture.Capture` (plates matched by name,
+        optional calibration, resampled to the training rate and back; see
+        :mod:`rbmcap.inference.capture`).
+
+        Returns:
+            :class:`~rbmcap.motion.smpl_motion.SMPLMotion` at the capture's fps; with
+            ``vertices=True`` the pair (motion, vertices (T, V, 3) float32 metres, world Z up),
+            skinned in chunks by ``body`` (default: the checkpoint's body model).
+        """
+        from rbmcap.inference.capture import checkpoint_body, predict_capture
+
+        motion = predict_capture(self, capture, calibration)
+        if not vertices:
+            return motion
+        from rbmcap.io.meshes import motion_vertices
+
+        body = body if body is not None else checkpoint_body(self.body_id)
+        return motion, motion_vertices(motion, body)
+
     def stream(self, context: int = 60) -> StreamSession:
         """A frame-by-frame session answering for the newest frame (bounded latency)."""
         return StreamSession(self, context)

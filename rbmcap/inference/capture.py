@@ -1,0 +1,187 @@
+"""Inference on a real capture: plates matched by name, calibration, frame rate, SMPL motion out.
+
+:func:`predict_capture` is what :meth:`Predictor.predict_capture` runs:
+
+1. the capture's plates are matched to the checkpoint's marker set **by name** (capture plates
+   the marker set does not use are ignored; a marker-set plate the capture lacks is one
+   :class:`DataError` naming it), so the capture's plate order does not matter;
+2. a calibration (``rbmcap.calibrate``), when given, maps the physical plates onto their virtual
+   counterparts (``apply_calibration``);
+3. when the capture's rate differs from the rate the network was trained at, the observations
+   are resampled to that rate (positions linearly, rotations by slerp, a sample valid only where
+   both neighbours are), predicted there, and the motion is sampled back at the capture's own
+   frame times, so the result has the capture's frame count and fps. The training rate is the
+   checkpoint's ``fps`` hyper-parameter when it has one, else 60 Hz: every rbmcap data recipe
+   synthesises at 60 Hz (``conf/data/*.yaml``) and design §2 makes it the working rate;
+4. shape: with a calibration that carries ``betas`` (measured on the T-pose, over many still
+   frames), those betas are used and ``trans`` is corrected so that the predicted pelvis stays
+   where the network put it (SMPL's ``trans`` is the pelvis minus its rest position J0(betas));
+   without one, the network's betas averaged over the whole capture.
+
+Invalid plates are masked through ``valid`` (the network never sees their zeros as data).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import roma
+import torch
+
+from rbmcap.errors import DataError
+from rbmcap.geometry import rotmat_slerp
+from rbmcap.motion.smpl_motion import GENDERS, SMPLMotion
+
+DEFAULT_MODEL_FPS = 60.0
+"""Training rate assumed for checkpoints that do not record theirs (rbmcap's data recipes)."""
+
+
+def model_fps(predictor) -> float:
+    """The frame rate the predictor's network was trained at (Hz); see the module docstring."""
+    hp = predictor.model.hparams
+    fps = hp.get("fps") or (hp.get("data") or {}).get("fps")
+    return float(fps) if fps else DEFAULT_MODEL_FPS
+
+
+def match_plates(capture, names: list[str], num_markers: int, marker_set: str):
+    """The capture's plates in the marker set's order (a :class:`~rbmcap.io.capture.Capture`).
+
+    Raises:
+        DataError: a marker-set plate is missing from the capture (naming every missing one and
+            what the capture has), or, for a checkpoint without plate names, the plate count
+            differs.
+    """
+    label = capture.source or "capture"
+    if not names:  # old checkpoints: file order it is
+        if capture.num_plates != num_markers:
+            raise DataError(f"{label}: {capture.num_plates} plates, marker set {marker_set!r} "
+                            f"has {num_markers}")  # fmt: skip
+        return capture
+    missing = [n for n in names if n not in capture.names]
+    if missing:
+        raise DataError(
+            f"{label}: no plate {', '.join(map(repr, missing))} of marker set {marker_set!r}; "
+            f"the capture has {', '.join(capture.names)} (map names with `rbmcap import --map`)"
+        )
+    return capture.select(names)
+
+
+def sample_positions(n_in: int, fps_in: float, times: np.ndarray):
+    """Neighbour frames and weights for sampling a sequence of ``n_in`` frames at ``times`` (s).
+
+    Returns (lo (K,) int, hi (K,) int, w (K,) float in [0, 1]); times beyond the last frame hold
+    it (no extrapolation).
+    """
+    pos = np.clip(np.asarray(times, dtype=np.float64) * fps_in, 0.0, n_in - 1)
+    lo = np.minimum(np.floor(pos + 1e-9).astype(np.int64), n_in - 1)
+    hi = np.minimum(lo + 1, n_in - 1)
+    return lo, hi, np.clip(pos - lo, 0.0, 1.0)
+
+
+def _lerp(x: np.ndarray, lo, hi, w) -> np.ndarray:
+    shape = (-1,) + (1,) * (x.ndim - 1)
+    return x[lo] * (1.0 - w.reshape(shape)) + x[hi] * w.reshape(shape)
+
+
+def _slerp(rot: np.ndarray, lo, hi, w) -> np.ndarray:
+    """(T, J, 3, 3) rotations sampled per (lo, hi, w), float64 in and out."""
+    r = torch.from_numpy(np.asarray(rot, dtype=np.float64))
+    wt = torch.from_numpy(w)[:, None].expand(len(w), r.shape[1])
+    return rotmat_slerp(r[lo], r[hi], wt).numpy()
+
+
+def resample_observations(pos, rot, valid, fps_in: float, fps_out: float):
+    """Plate observations at ``fps_out``: pos (K, N, 3) linear, rot (K, N, 3, 3) slerp, valid
+    (K, N) where both neighbours are valid; K frames cover the input's whole time span."""
+    t = len(pos)
+    count = max(math.ceil((t - 1) / fps_in * fps_out - 1e-6) + 1, 1)
+    lo, hi, w = sample_positions(t, fps_in, np.arange(count) / fps_out)
+    ok = valid[lo] & (valid[hi] | (w[:, None] < 1e-9))
+    return (_lerp(pos.astype(np.float64), lo, hi, w).astype(np.float32),
+            _slerp(rot, lo, hi, w).astype(np.float32), ok)  # fmt: skip
+
+
+def _apply_calibration(capture, calibration):
+    from rbmcap.calibrate import apply_calibration  # lazily: calibration is optional
+
+    return apply_calibration(capture, calibration)
+
+
+def _calibrated_betas(predictor, params, calibration):
+    """(betas (B,), trans (T, 3)): the calibration's betas with the pelvis kept in place, or the
+    prediction's when the calibration has none."""
+    betas = getattr(calibration, "betas", None) if calibration is not None else None
+    if betas is None:
+        return params.betas, params.trans
+    nb = predictor.model.num_betas
+    given = torch.zeros(nb)
+    b = torch.as_tensor(np.asarray(betas, dtype=np.float32)).reshape(-1)[:nb]
+    given[: len(b)] = b
+    rest = predictor.model.joint_model.rest_joints
+    with torch.no_grad():
+        shift = rest(params.betas[None])[0, 0] - rest(given[None])[0, 0]
+    return given, params.trans + shift
+
+
+def _gender(body_id: str) -> str:
+    gender = body_id.rsplit("/", 1)[-1]
+    return gender if gender in GENDERS else "neutral"
+
+
+def predict_capture(predictor, capture, calibration=None) -> SMPLMotion:
+    """SMPL motion of a capture (see the module docstring for each step).
+
+    Args:
+        predictor: a :class:`~rbmcap.inference.predictor.Predictor`.
+        capture: a :class:`~rbmcap.io.capture.Capture` (world Z up, metres).
+        calibration: ``None`` or a ``rbmcap.calibrate.Calibration`` of the same session.
+
+    Returns:
+        :class:`SMPLMotion` with the capture's frame count and fps: ``poses`` (T, 24, 3),
+        ``trans`` (T, 3) m, world Z up, ``betas`` (B,), the checkpoint body's gender.
+    """
+    cap = match_plates(capture, predictor.marker_names, predictor.num_markers,
+                       predictor.marker_set)  # fmt: skip
+    if calibration is not None:
+        cap = _apply_calibration(cap, calibration)
+    if cap.num_frames == 0:
+        raise DataError(f"{capture.source or 'capture'}: no frames")
+    fps = model_fps(predictor)
+    same_rate = abs(fps - cap.fps) <= 1e-6 * fps
+    obs = (cap.pos, cap.rot, cap.valid)
+    if not same_rate:
+        obs = resample_observations(*obs, cap.fps, fps)
+    params = predictor.predict(*obs)
+    betas, trans = _calibrated_betas(predictor, params, calibration)
+    poses, trans = params.poses.double().numpy(), trans.double().numpy()
+    if not same_rate:
+        lo, hi, w = sample_positions(len(poses), fps, np.arange(cap.num_frames) / cap.fps)
+        rotmats = _slerp(roma.rotvec_to_rotmat(torch.from_numpy(poses)).numpy(), lo, hi, w)
+        poses = roma.rotmat_to_rotvec(torch.from_numpy(rotmats)).numpy()
+        trans = _lerp(trans, lo, hi, w)
+    source = {"capture": capture.source, "marker_set": predictor.marker_set,
+              "model_fps": fps, "calibrated": calibration is not None}  # fmt: skip
+    name = Path(capture.source).stem if capture.source else "capture"
+    return SMPLMotion(poses=poses, trans=trans, betas=betas.double().numpy(),
+                      gender=_gender(predictor.body_id), fps=cap.fps, name=name,
+                      source=source)  # fmt: skip
+
+
+def checkpoint_body(body_id: str, spec: str | None = None):
+    """The body model a checkpoint was trained on (``body_id`` as the checkpoint records it:
+    ``standin-v1/neutral`` or ``smpl:/path/to/folder/male``), or ``spec`` when given.
+
+    Raises:
+        ModelError: the model file is not found (pass ``spec``, e.g. ``--model``).
+    """
+    from rbmcap.body import load_body_model
+
+    gender = _gender(body_id)
+    if spec is not None:
+        return load_body_model(spec, gender=gender)
+    if body_id.startswith("standin"):
+        return load_body_model("standin", gender=gender)
+    kind, _, rest = body_id.partition(":")
+    return load_body_model(rest.rsplit("/", 1)[0], gender=gender, kind=kind or None)

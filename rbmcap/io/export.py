@@ -1,0 +1,62 @@
+"""Writing an inferred motion: AMASS-style ``.npz``, BVH, animated ``.glb`` and ``.ply`` meshes.
+
+:func:`export_motion` writes any subset in one call and is all or nothing: every file is
+written atomically, output names are checked before anything is written, and when a later
+export fails the files this call already wrote are removed again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rbmcap.errors import ConfigError
+from rbmcap.io.bvh_export import write_motion_bvh
+from rbmcap.io.gltf import write_motion_glb
+from rbmcap.io.meshes import write_ply_frames
+
+SUFFIXES = {"npz": ".npz", "bvh": ".bvh", "glb": ".glb"}
+
+
+def _check_names(paths: dict[str, Path | None]) -> None:
+    for kind, path in paths.items():
+        if path is not None and path.suffix.lower() != SUFFIXES[kind]:
+            raise ConfigError(f"{path}: a {kind} export must end in {SUFFIXES[kind]}")
+
+
+def export_motion(motion, body, *, npz=None, bvh=None, glb=None, ply_dir=None,
+                  ply_every: int | None = None) -> dict[str, object]:  # fmt: skip
+    """Write ``motion`` (an :class:`~rbmcap.motion.smpl_motion.SMPLMotion`) to the given paths.
+
+    Args:
+        motion: the motion (world Z up, metres).
+        body: the body model for BVH offsets, the glTF mesh and PLY meshes (at the motion's
+            betas).
+        npz: AMASS-style ``.npz`` (:meth:`SMPLMotion.save`, what ``rbmcap motion info`` reads).
+        bvh: BVH on the SMPL skeleton, Y up, centimetres (:mod:`rbmcap.io.bvh_export`).
+        glb: animated skinned binary glTF, Y up, metres (:mod:`rbmcap.io.gltf`).
+        ply_dir, ply_every: one ``.ply`` per ``ply_every``-th frame into ``ply_dir`` (Z up,
+            metres; :mod:`rbmcap.io.meshes`).
+
+    Returns:
+        ``{"npz": path, "bvh": path, "glb": path, "ply": [paths]}`` for what was written.
+    """
+    paths = {k: Path(v) if v is not None else None for k, v in
+             (("npz", npz), ("bvh", bvh), ("glb", glb))}  # fmt: skip
+    _check_names(paths)
+    if (ply_dir is None) != (ply_every is None):
+        raise ConfigError("PLY meshes need both a folder and a frame step (ply_every)")
+    writers = {"npz": lambda p: motion.save(p), "bvh": lambda p: write_motion_bvh(p, motion, body),
+               "glb": lambda p: write_motion_glb(p, motion, body)}  # fmt: skip
+    written: dict[str, object] = {}
+    try:
+        for kind, path in paths.items():
+            if path is not None:
+                written[kind] = writers[kind](path)
+        if ply_dir is not None:
+            written["ply"] = write_ply_frames(motion, body, ply_dir, ply_every)
+    except BaseException:
+        for kind, path in written.items():
+            for p in path if kind == "ply" else [path]:
+                Path(p).unlink(missing_ok=True)
+        raise
+    return written

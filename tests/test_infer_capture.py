@@ -1,0 +1,114 @@
+"""Inference from a capture: plates matched by name, masking, frame rate, and ``rbmcap infer``."""
+
+from __future__ import annotations
+
+import json
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+from test_training import _module
+
+from rbmcap.cli.main import main
+from rbmcap.errors import DataError
+from rbmcap.inference import Predictor
+from rbmcap.io.capture import Capture
+from rbmcap.markers.synth import synthesize
+from rbmcap.training.data import RBMDataModule
+
+
+@pytest.fixture(scope="module")
+def checkpoint(standin, tiny_dataset, tmp_path_factory):
+    """A tiny MLP trained for two steps (seconds), saved as a checkpoint."""
+    torch.manual_seed(0)
+    model = _module(standin, "mlp")
+    path = tmp_path_factory.mktemp("ckpt") / "model.ckpt"
+    trainer = L.Trainer(max_steps=2, limit_val_batches=1, accelerator="cpu", logger=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=path.parent)  # fmt: skip
+    trainer.fit(model, datamodule=RBMDataModule(tiny_dataset, window=30, batch_size=4))
+    trainer.save_checkpoint(path)
+    return path
+
+
+def _capture(standin, t: int = 50, fps: float = 60.0, order=None) -> Capture:
+    """Synthesised rbm14 plates of a gentle random motion, as a capture (optionally reordered)."""
+    gen = torch.Generator().manual_seed(1)
+    poses = 0.2 * torch.randn(t, 24, 3, generator=gen)
+    poses[:, 0] = torch.tensor([np.pi / 2, 0.0, 0.0])
+    obs = synthesize(standin, poses, torch.zeros(t, 3), fps=fps)
+    names = _names()
+    cap = Capture(fps=fps, names=names, pos=obs.pos, rot=obs.rot, valid=obs.valid,
+                  source="synthetic.npz")  # fmt: skip
+    return cap.select(order) if order else cap
+
+
+def _names() -> list[str]:
+    from rbmcap.markers.markerset import load_marker_set
+
+    return list(load_marker_set("rbm14").names)
+
+
+def test_capture_inference_equals_predict_on_the_same_arrays(checkpoint, standin):
+    p = Predictor.from_checkpoint(checkpoint, chunk=40, overlap=5)
+    cap = _capture(standin, 90)
+    shuffled = cap.select(_names()[::-1])  # plate order of the file does not matter
+    motion = p.predict_capture(shuffled)
+    ref = p.predict(cap.pos, cap.rot, cap.valid)
+    assert motion.poses.shape == (90, 24, 3) and motion.fps == 60.0
+    np.testing.assert_allclose(motion.poses, ref.poses.numpy(), atol=1e-5)
+    np.testing.assert_allclose(motion.trans, ref.trans.numpy(), atol=1e-5)
+    np.testing.assert_allclose(motion.betas, ref.betas.numpy(), atol=1e-6)
+
+
+def test_a_plate_invalid_throughout_still_gives_finite_output(checkpoint, standin):
+    cap = _capture(standin, 30)
+    cap.valid[:, cap.index("left_forearm")] = False
+    motion = Predictor.from_checkpoint(checkpoint).predict_capture(cap)
+    assert np.isfinite(motion.poses).all() and np.isfinite(motion.trans).all()
+
+
+def test_another_frame_rate_keeps_the_capture_frames_and_fps(checkpoint, standin):
+    cap = _capture(standin, 37, fps=100.0)
+    motion, verts = Predictor.from_checkpoint(checkpoint).predict_capture(cap, vertices=True)
+    assert motion.num_frames == 37 and motion.fps == 100.0
+    assert verts.shape == (37, standin.num_vertices, 3) and np.isfinite(verts).all()
+
+
+def test_a_missing_plate_is_one_error_naming_it(checkpoint, standin):
+    cap = _capture(standin, 10)
+    cap = cap.select([n for n in _names() if n != "right_shin"])
+    with pytest.raises(DataError, match="'right_shin'"):
+        Predictor.from_checkpoint(checkpoint).predict_capture(cap)
+
+
+def test_cli_infer_json_summary_and_exports(checkpoint, standin, tmp_path, capsys):
+    cap_path = _capture(standin, 25).save(tmp_path / "cap.npz")
+    out = tmp_path / "out" / "motion.npz"
+    code = main(["infer", "--ckpt", str(checkpoint), str(cap_path), "--out", str(out),
+                 "--bvh", str(tmp_path / "m.bvh"), "--glb", str(tmp_path / "m.glb"),
+                 "--ply-every", "10", "--json"])  # fmt: skip
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["frames"] == 25 and summary["fps"] == 60.0 and summary["outputs"]["ply"] == 3
+    assert out.is_file() and (tmp_path / "m.glb").is_file()
+    assert len(list((tmp_path / "out" / "motion_ply").glob("*.ply"))) == 3
+
+
+@pytest.mark.parametrize("bad", ["missing_plate", "not_a_capture"])
+def test_cli_infer_bad_input_exits_2_and_writes_nothing(checkpoint, standin, tmp_path, capsys,
+                                                        bad):  # fmt: skip
+    src = tmp_path / "in" / "cap.npz"
+    src.parent.mkdir()
+    if bad == "missing_plate":
+        _capture(standin, 10).select(_names()[1:]).save(src)
+    else:
+        np.savez(src, poses=np.zeros((3, 72)))
+    out = tmp_path / "out"
+    code = main(["infer", "--ckpt", str(checkpoint), str(src), "--out", str(out / "m.npz"),
+                 "--bvh", str(out / "m.bvh"), "--ply-every", "2"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert ("'head'" in err) if bad == "missing_plate" else ("not a capture file" in err)
+    assert not out.exists() or not any(out.rglob("*"))

@@ -1,0 +1,240 @@
+"""Plates solved from marker clusters (design §8, "Marker clusters" and ``plates.yaml``).
+
+A plate definition names a plate's member markers (capture point names) and, optionally, their
+coordinates in the plate frame (metres). Each frame, the plate's pose is the least-squares rigid
+motion taking the definition onto the visible members (Kabsch, :func:`rigid_registration`, with
+visibility as weights):
+
+    R, t = argmin Σ_i v_i ‖R l_i + t − y_i‖²
+    residual = sqrt(Σ_i v_i ‖R l_i + t − y_i‖² / Σ_i v_i)
+
+so ``R`` is world-from-plate and ``t`` the plate origin in the world. A frame with fewer than three
+visible members is invalid.
+
+When ``local`` is absent it is estimated from the capture (:func:`estimate_local`): the mean shape
+of the cluster over the frames where every member is seen (each frame aligned rigidly to a
+reference, then averaged), with the origin at the members' centroid and the axes along their
+principal directions (x the largest spread, y the next; each sign chosen so that the first member
+with a clear coordinate on it is positive; z = x × y, right-handed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+
+from rbmcap.atomic import write_text_atomic
+from rbmcap.errors import ConfigError, DataError, FormatError
+from rbmcap.geometry.registration import rigid_registration
+from rbmcap.io.capture import Capture
+
+ESTIMATE_NOTE = (
+    "local coordinates estimated from {source} ({frames} frames with every member seen): mean "
+    "shape after rigid alignment; origin at the members' centroid; x, y = principal directions "
+    "(largest spread first), each signed so the first member with a clear coordinate on it is "
+    "positive; z = x × y"
+)
+_SIGN_EPS = 1e-4  # metres: a coordinate this small does not fix an axis sign
+
+
+@dataclass
+class PlateDefinition:
+    """One plate of a plates YAML.
+
+    Attributes:
+        name: plate name.
+        markers: member marker names (capture point names), at least 3, distinct.
+        local: (K, 3) float64 member coordinates in the plate frame, metres, or None.
+        note: how ``local`` was obtained when estimated (written as a comment), else "".
+    """
+
+    name: str
+    markers: tuple[str, ...]
+    local: np.ndarray | None = None
+    note: str = ""
+
+
+def load_plate_definitions(path: str | Path) -> dict[str, PlateDefinition]:
+    """Read a plates YAML (design §8) as {plate name: PlateDefinition}, in file order.
+
+    Raises:
+        FormatError: the file is missing or not YAML.
+        ConfigError: a plate with fewer than 3 (distinct) markers, a ``local`` entry that is not
+            3 finite numbers or does not match the markers (file and plate named).
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise FormatError(f"{path}: cannot read plate definitions: {exc}") from None
+    if not isinstance(data, dict) or not data:
+        raise ConfigError(f"{path}: expected a mapping 'plate: {{markers: [...]}}'")
+    return {str(name): _parse_plate(str(name), entry, path) for name, entry in data.items()}
+
+
+def _parse_plate(name: str, entry: object, path: Path) -> PlateDefinition:
+    where = f"{path}: plate {name!r}"
+    if not isinstance(entry, dict) or not isinstance(entry.get("markers"), list):
+        raise ConfigError(f"{where}: expected 'markers: [names]'")
+    markers = tuple(str(m) for m in entry["markers"])
+    if len(set(markers)) != len(markers):
+        raise ConfigError(f"{where}: a marker is listed twice in {list(markers)}")
+    if len(markers) < 3:
+        raise ConfigError(f"{where}: {len(markers)} markers defined; a plate needs at least 3")
+    unknown = set(entry) - {"markers", "local"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)} (expected markers, local)")
+    local = entry.get("local")
+    if local is None:
+        return PlateDefinition(name, markers)
+    if not isinstance(local, dict) or set(map(str, local)) != set(markers):
+        raise ConfigError(f"{where}: 'local' must give coordinates for exactly {list(markers)}")
+    local = {str(k): v for k, v in local.items()}
+    rows = []
+    for m in markers:
+        try:
+            xyz = np.asarray(local[m], dtype=np.float64)
+        except (TypeError, ValueError):
+            xyz = np.full(1, np.nan)
+        if xyz.shape != (3,) or not np.isfinite(xyz).all():
+            raise ConfigError(f"{where}: local[{m!r}] = {local[m]!r} is not 3 finite numbers (m)")
+        rows.append(xyz)
+    return PlateDefinition(name, markers, np.stack(rows))
+
+
+def save_plate_definitions(path: str | Path, defs: dict[str, PlateDefinition]) -> Path:
+    """Write ``defs`` as a plates YAML (atomically); estimated coordinates carry their note."""
+    lines = ["# plates.yaml: plate -> member markers, local coordinates in metres (plate frame)"]
+    for d in defs.values():
+        if d.note:
+            lines.append(f"# {d.name}: {d.note}")
+        entry: dict = {"markers": list(d.markers)}
+        if d.local is not None:
+            entry["local"] = {m: [round(float(x), 6) for x in xyz]
+                              for m, xyz in zip(d.markers, d.local)}  # fmt: skip
+        text = yaml.safe_dump({d.name: entry}, sort_keys=False, default_flow_style=None,
+                              allow_unicode=True)  # fmt: skip
+        lines.append(text.rstrip("\n"))
+    return write_text_atomic(path, "\n".join(lines) + "\n")
+
+
+def _member_points(capture: Capture, d: PlateDefinition) -> tuple[np.ndarray, np.ndarray]:
+    """(T, K, 3) metres and (T, K) visibility of the plate's members; ConfigError if absent."""
+    names = capture.point_names or []
+    missing = [m for m in d.markers if m not in names]
+    if missing:
+        raise ConfigError(
+            f"plate {d.name!r}: markers {missing} are not in the capture "
+            f"{capture.source or ''} (its points: {', '.join(names) or 'none'})"
+        )
+    idx = [names.index(m) for m in d.markers]
+    return capture.points[:, idx].astype(np.float64), capture.point_valid[:, idx]
+
+
+def estimate_local(capture: Capture, definition: PlateDefinition) -> PlateDefinition:
+    """``definition`` with ``local`` (K, 3) estimated from the capture (module docstring).
+
+    Raises:
+        DataError: no frame sees every member, or the members are (nearly) collinear.
+    """
+    pts, vis = _member_points(capture, definition)
+    full = vis.all(axis=1)
+    if not full.any():
+        raise DataError(f"plate {definition.name!r}: no frame sees all of "
+                        f"{list(definition.markers)}; give its local coordinates")  # fmt: skip
+    x = torch.from_numpy(pts[full])
+    x = x - x.mean(dim=1, keepdim=True)
+    ref = x[0]
+    for _ in range(3):  # re-align to the mean shape: the first frame's noise no longer matters
+        rot, _ = rigid_registration(x, ref)
+        ref = torch.einsum("tij,tkj->tki", rot, x).mean(0)
+    local = _principal_frame(ref.numpy(), definition.name)
+    note = ESTIMATE_NOTE.format(source=capture.source or "the capture", frames=int(full.sum()))
+    return replace(definition, local=local, note=note)
+
+
+def _principal_frame(shape: np.ndarray, name: str) -> np.ndarray:
+    """(K, 3) centred ``shape`` expressed in its principal axes (signs fixed, right-handed)."""
+    shape = shape - shape.mean(0)
+    evals, evecs = np.linalg.eigh(shape.T @ shape)
+    if evals[1] < 1e-10:
+        raise DataError(f"plate {name!r}: its markers are collinear; the plate frame is undefined")
+    axes = evecs[:, ::-1].copy()  # columns: largest spread first
+    for k in range(2):
+        coords = shape @ axes[:, k]
+        first = coords[np.abs(coords) > _SIGN_EPS]
+        if len(first) and first[0] < 0:
+            axes[:, k] *= -1
+    axes[:, 2] = np.cross(axes[:, 0], axes[:, 1])
+    return shape @ axes
+
+
+def solve_plates(
+    capture: Capture, defs: dict[str, PlateDefinition], *, progress: bool = False
+) -> Capture:
+    """Plate poses solved per frame from the capture's labelled points.
+
+    Args:
+        capture: a capture with ``points`` (T, M, 3) metres and ``point_valid`` (T, M).
+        defs: plate definitions with ``local`` given (see :func:`estimate_local`).
+        progress: show a progress bar (stderr) over the plates.
+
+    Returns:
+        The capture with the solved plates in ``defs`` order (names, pos (T, N, 3) m, rot
+        world-from-plate, valid: ≥ 3 visible members, residual_mm (T, N) RMS residual, NaN where
+        invalid); its points are kept.
+    """
+    if capture.points is None:
+        raise ConfigError(f"{capture.source or 'capture'}: has no labelled points to solve plates")
+    from tqdm import tqdm
+
+    t, n = capture.num_frames, len(defs)
+    pos, rot = np.zeros((t, n, 3)), np.tile(np.eye(3), (t, n, 1, 1))
+    valid, res = np.zeros((t, n), bool), np.full((t, n), np.nan)
+    for j, d in enumerate(tqdm(list(defs.values()), disable=not progress, unit="plate")):
+        if d.local is None:
+            raise ConfigError(f"plate {d.name!r}: local coordinates missing; estimate them first")
+        pts, vis = _member_points(capture, d)
+        rot[:, j], pos[:, j], res[:, j], valid[:, j] = _fit_plate(d.local, pts, vis)
+    res[~valid] = np.nan
+    return replace(capture, names=list(defs), pos=pos, rot=rot, valid=valid, residual_mm=res)
+
+
+def _fit_plate(
+    local: np.ndarray, pts: np.ndarray, vis: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rigid fit of ``local`` (K, 3) to ``pts`` (T, K, 3) weighted by ``vis`` (T, K), in float64.
+
+    Returns R (T, 3, 3), t (T, 3) metres, RMS residual (T,) mm, valid (T,) (≥ 3 visible).
+    """
+    src = torch.from_numpy(np.asarray(local, np.float64))
+    dst = torch.from_numpy(pts)
+    w = torch.from_numpy(vis.astype(np.float64))
+    valid = w.sum(-1) >= 3
+    # a tiny weight everywhere keeps frames with < 3 visible members well-posed; they are invalid
+    r, t = rigid_registration(src.expand_as(dst), dst, w + 1e-9)
+    err = torch.einsum("tij,kj->tki", r, src) + t[:, None] - dst
+    rms = torch.sqrt((w * err.square().sum(-1)).sum(-1) / w.sum(-1).clamp_min(1.0)) * 1000.0
+    return r.numpy(), t.numpy(), rms.numpy(), valid.numpy()
+
+
+def plates_from_points(
+    capture: Capture, plates_path: str | Path, *, progress: bool = False
+) -> Capture:
+    """Solve the plates of ``plates_path`` from the capture's points; when some plates have no
+    local coordinates, estimate them and write the plates file back (atomically) with a note."""
+    defs = load_plate_definitions(plates_path)
+    if capture.points is None:
+        raise ConfigError(f"{capture.source or 'capture'}: has no labelled points to solve plates")
+    for d in defs.values():  # every member present before anything is written back
+        _member_points(capture, d)
+    missing = [name for name, d in defs.items() if d.local is None]
+    for name in missing:
+        defs[name] = estimate_local(capture, defs[name])
+    if missing:
+        save_plate_definitions(plates_path, defs)
+    return solve_plates(capture, defs, progress=progress)

@@ -17,7 +17,13 @@ import roma
 import torch
 
 from rbmcap.body import load_body_model
-from rbmcap.calibrate import Calibration, apply_calibration, calibrate, virtual_tpose
+from rbmcap.calibrate import (
+    Calibration,
+    apply_calibration,
+    calibrate,
+    detect_tpose,
+    virtual_tpose,
+)
 from rbmcap.cli.main import main
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.geometry import nearest_rotation, rigid_registration, rotmat_geodesic_angle
@@ -219,3 +225,14 @@ def test_cli_json_summary_and_one_line_errors(scene, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'head'" in err[0], err
     assert not (tmp_path / "y.yaml").exists()
+
+
+def test_tpose_detection_counts_turning_plates_and_checks_frames(scene):
+    num = 300  # plates that never move but one turns for the first 2.5 s
+    pos, valid = np.zeros((num, 2, 3)), np.ones((num, 2), bool)
+    angle = np.minimum(np.arange(num), 150) * 0.02
+    rot = np.tile(np.eye(3), (num, 2, 1, 1))
+    rot[:, 0] = roma.rotvec_to_rotmat(torch.as_tensor(angle)[:, None] * torch.tensor([0, 0, 1.0]))
+    assert detect_tpose(pos, rot, valid, 60.0)[0] >= 150
+    with pytest.raises(DataError, match=r"\[0, 9999\) out of range"):
+        calibrate(scene["capture"], scene["synth"], frames=(0, 9999), betas=scene["betas"])

@@ -85,7 +85,7 @@ def _lerp(x: np.ndarray, lo, hi, w) -> np.ndarray:
     return x[lo] * (1.0 - w.reshape(shape)) + x[hi] * w.reshape(shape)
 
 
-def _slerp(rot: np.ndarray, lo, hi, w) -> np.ndarray:
+def _interp_rotations(rot: np.ndarray, lo, hi, w) -> np.ndarray:
     """(T, J, 3, 3) rotations sampled per (lo, hi, w), float64 in and out."""
     r = torch.from_numpy(np.asarray(rot, dtype=np.float64))
     wt = torch.from_numpy(w)[:, None].expand(len(w), r.shape[1])
@@ -100,7 +100,7 @@ def resample_observations(pos, rot, valid, fps_in: float, fps_out: float):
     lo, hi, w = sample_positions(t, fps_in, np.arange(count) / fps_out)
     ok = valid[lo] & (valid[hi] | (w[:, None] < 1e-9))
     return (_lerp(pos.astype(np.float64), lo, hi, w).astype(np.float32),
-            _slerp(rot, lo, hi, w).astype(np.float32), ok)  # fmt: skip
+            _interp_rotations(rot, lo, hi, w).astype(np.float32), ok)  # fmt: skip
 
 
 def _apply_calibration(capture, calibration):
@@ -158,7 +158,8 @@ def predict_capture(predictor, capture, calibration=None) -> SMPLMotion:
     poses, trans = params.poses.double().numpy(), trans.double().numpy()
     if not same_rate:
         lo, hi, w = sample_positions(len(poses), fps, np.arange(cap.num_frames) / cap.fps)
-        rotmats = _slerp(roma.rotvec_to_rotmat(torch.from_numpy(poses)).numpy(), lo, hi, w)
+        rotmats = roma.rotvec_to_rotmat(torch.from_numpy(poses)).numpy()
+        rotmats = _interp_rotations(rotmats, lo, hi, w)
         poses = roma.rotmat_to_rotvec(torch.from_numpy(rotmats)).numpy()
         trans = _lerp(trans, lo, hi, w)
     source = {"capture": capture.source, "marker_set": predictor.marker_set,

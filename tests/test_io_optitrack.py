@@ -208,5 +208,28 @@ def test_real_motive_take_imports_and_its_definition_markers_ride_the_body():
     assert spread_mm < 0.5, spread_mm
     # the body's origin is its definition markers' centroid, and Z up puts them in a level plane
     np.testing.assert_allclose(local.mean((0, 1)), 0.0, atol=1e-4)
+    # Motive's definition markers share one height (Y up): after the turn to Z up, one z
+    z = cap.points[:, idx, 2].astype(np.float64)
+    assert np.ptp(z) * 1000 < 0.2, np.ptp(z)
     # columns Motive leaves empty throughout stay as points that are never valid
     assert not cap.point_valid[:, cap.point_names.index("Unlabeled:105")].any()
+
+
+def test_one_empty_cell_makes_that_frame_of_that_object_invalid(tmp_path):
+    path = _small(tmp_path)
+    # line 9 = frame 1 (line 8 is frame 0): empty the W of plate 'a' and the Y position of plate 'b'
+    _edit(
+        path, 9, lambda s: ",".join("" if j in (5, 14) else c for j, c in enumerate(s.split(",")))
+    )
+    cap = read_optitrack(path)
+    assert cap.valid.tolist() == [[True, True], [False, False], [True, True], [True, True]]
+    assert (cap.pos[1] == 0).all() and (cap.rot[1] == np.eye(3)).all()
+
+
+def test_a_point_name_seen_twice_is_made_unique(tmp_path):
+    t = 3
+    pts = np.zeros((t, 2, 3))
+    path = write_optitrack(tmp_path / "d.csv", ["a"], np.zeros((t, 1, 3)),
+                           np.tile(np.eye(3), (t, 1, 1, 1)), np.ones((t, 1), bool), points=pts,
+                           point_names=["m", "m"], point_types=["Marker", "Marker"])  # fmt: skip
+    assert read_optitrack(path).point_names == ["m", "m #2"]

@@ -113,3 +113,13 @@ def test_unknown_point_units_is_a_format_error(tmp_path, plates):
     c.write(str(path))
     with pytest.raises(FormatError, match=r"u\.c3d: unknown POINT:UNITS 'furlong'"):
         read_c3d(path)
+
+
+def test_read_capture_detects_a_c3d_file(tmp_path, plates):
+    pytest.importorskip("rbmcap.io.vicon")  # detection asks the Vicon reader too
+    from rbmcap.io.formats import detect_format, read_capture
+
+    pnames, pts, pv = _points(*plates)
+    path = write_c3d(tmp_path / "d.c3d", pnames, pts, pv)
+    assert detect_format(path) == "c3d"
+    assert read_capture(path).point_names == pnames

@@ -233,3 +233,12 @@ def test_a_point_name_seen_twice_is_made_unique(tmp_path):
                            np.tile(np.eye(3), (t, 1, 1, 1)), np.ones((t, 1), bool), points=pts,
                            point_names=["m", "m"], point_types=["Marker", "Marker"])  # fmt: skip
     assert read_optitrack(path).point_names == ["m", "m #2"]
+
+
+@pytest.mark.skipif(not SAMPLE.is_file(), reason="shared OptiTrack sample absent")
+def test_read_capture_detects_a_motive_export():
+    pytest.importorskip("rbmcap.io.vicon")  # detection asks the Vicon reader too
+    from rbmcap.io.formats import detect_format, read_capture
+
+    assert detect_format(SAMPLE) == "optitrack"
+    assert read_capture(SAMPLE).format == "optitrack"

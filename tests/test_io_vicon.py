@@ -267,3 +267,34 @@ def test_arbitrary_bytes_give_only_format_errors(tmp_path, data):
         read_vicon(f)
     except FormatError:
         pass
+
+
+def test_nexus_file_with_devices_and_model_output_angles_keeps_segments_and_trajectories(
+    tmp_path, plates
+):
+    pnames, pts, pv = points_of(plates[1], plates[3])
+    f = write_segments(tmp_path / "n.csv", *plates, points=(pnames, pts, pv))
+    devices = ["Devices", "1000", ",,Plate 1 - Force,,", "Frame,Sub Frame,Fx,Fy,Fz", ",,N,N,N"]
+    devices += [f"{i // 10 + 1},{i % 10},0.5,1.5,700.25" for i in range(400)]
+    outputs = [
+        "Model Outputs",
+        "100",
+        ",,S:LKneeAngles,,",
+        "Frame,Sub Frame,X,Y,Z",
+        ",,deg,deg,deg",
+    ]
+    outputs += [f"{i + 1},0,10.0,2.0,3.0" for i in range(40)]
+    f.write_text("\n".join(devices) + "\n\n" + "\n".join(outputs) + "\n\n" + f.read_text())
+    assert detect_format(f) == "vicon-segments"
+    cap = read_vicon(f)
+    assert_same_plates(cap, *plates)
+    assert cap.point_names == pnames
+
+
+def test_unit_aliases_and_mixed_units(good, plates):
+    text = good.read_text().splitlines()
+    text[4] = text[4].replace("deg", "degrees").replace("mm", "millimeters")
+    good.write_text("\n".join(text) + "\n")
+    assert_same_plates(read_vicon(good), *plates)
+    edit_line(good, 5, "millimeters", "m")
+    one_error(good, f"{good}:5:6: mixed length units")

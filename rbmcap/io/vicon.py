@@ -59,6 +59,8 @@ PLATE_SECTIONS = ("Segments", "Joints", "Model Outputs")
 SECTION_NAMES = (*PLATE_SECTIONS, "Trajectories", "Devices")
 LENGTH_UNITS = {"mm": 0.001, "cm": 0.01, "m": 1.0}
 ANGLE_UNITS = ("deg", "rad")
+UNIT_ALIASES = {"degrees": "deg", "°": "deg", "radians": "rad", "millimeters": "mm",
+                "millimetres": "mm", "meters": "m", "metres": "m"}  # fmt: skip
 DEFAULT_FPS = 100.0
 """Vicon's default capture rate, used (with a warning) for a trimmed file when no fps is given."""
 PLATE_AXES = ("RX", "RY", "RZ", "TX", "TY", "TZ")
@@ -209,13 +211,12 @@ def _section(path: Path, block: list[Row], k: int) -> _Section:
             rate = float(cells[0].replace(",", "."))
     names = block[k - 1] if k >= 1 and not (len(block[k - 1][1]) == 1) else None
     rest = block[k + 1 :]
-    units = rest[0] if rest and not _is_number(rest[0][1][0] or "0") else None
-    if rest and not rest[0][1][0] and units is None:
-        units = rest[0]
+    units = rest[0] if rest and not any(_is_number(c) for c in rest[0][1] if c) else None
     data = rest[1:] if units is not None else rest
     tracker = names is not None and any(TRACKER_PREFIX in c.lower() for c in names[1])
     sec = _Section(title, rate, tracker, block[k], units, data=data)
-    _groups(path, sec, names)
+    if title != "Devices":  # force plates and analog channels: not plates or points
+        _groups(path, sec, names)
     return sec
 
 
@@ -230,10 +231,13 @@ def _groups(path: Path, sec: _Section, names: Row | None) -> None:
             continue
         count += 1
         name = _group_name(names, j, count)
+        if width == 3 and sec.title not in ("Trajectories", ""):
+            j += 3  # model angles, forces, …: neither plates nor marker points
+            continue
         target = sec.plates if width == 6 else sec.points
         target.append(_Group(name, j, width))
         j += width
-    if not sec.plates and not sec.points:
+    if not sec.plates and not sec.points and sec.title in ("Trajectories", ""):
         raise FormatError(f"{path}:{sec.axis[0]}:3: axis row has no RX,RY,RZ,TX,TY,TZ or X,Y,Z "
                           f"column group")  # fmt: skip
 
@@ -302,11 +306,20 @@ def _unit(path: Path, sec: _Section, col: int, allowed) -> str | None:
     """The units row's cell over column ``col`` (0-based), checked against ``allowed``."""
     if sec.units is None or col >= len(sec.units[1]) or not sec.units[1][col]:
         return None
-    unit = sec.units[1][col]
+    unit = UNIT_ALIASES.get(sec.units[1][col].lower(), sec.units[1][col])
     if unit not in allowed:
         raise FormatError(f"{path}:{sec.units[0]}:{col + 1}: unknown unit {unit!r}; expected "
                           f"one of {', '.join(allowed)}")  # fmt: skip
     return unit
+
+
+def _length_scale(path: Path, sec: _Section, col: int) -> float:
+    """Metres per file unit of the X,Y,Z columns from ``col`` (mm when the file says nothing)."""
+    units = [_unit(path, sec, col + i, LENGTH_UNITS) for i in range(3)]
+    given = {u for u in units if u is not None}
+    if len(given) > 1:
+        raise FormatError(f"{path}:{sec.units[0]}:{col + 1}: mixed length units {sorted(given)}")
+    return LENGTH_UNITS[given.pop() if given else "mm"]
 
 
 def _values(path, sec, table, rows, group) -> tuple[np.ndarray, np.ndarray]:
@@ -338,9 +351,11 @@ def _plates(path, sec, table, rows, rotation, angle_unit):
                               f"throughout")  # fmt: skip
         units = {_unit(path, sec, g.col + i, ANGLE_UNITS) for i in range(3)} - {None}
         if len(units) > 1:
-            raise FormatError(f"{path}:{sec.units[0]}:{g.col + 1}: mixed angle units {units}")
+            raise FormatError(
+                f"{path}:{sec.units[0]}:{g.col + 1}: mixed angle units {sorted(units)}"
+            )
         degrees = (angle_unit or (units.pop() if units else "deg")) == "deg"
-        scale = LENGTH_UNITS[_unit(path, sec, g.col + 3, LENGTH_UNITS) or "mm"]
+        scale = _length_scale(path, sec, g.col + 3)
         pos[ok, k] = vals[ok, 3:] * scale
         rot[ok, k] = _rotmat(vals[ok, :3], rotation, degrees)
         valid[:, k] = ok
@@ -353,7 +368,7 @@ def _points(path, sec, table, rows):
     pts, valid = np.zeros((f, m, 3)), np.zeros((f, m), bool)
     for k, g in enumerate(sec.points):
         vals, ok = _values(path, sec, table, rows, g)
-        scale = LENGTH_UNITS[_unit(path, sec, g.col, LENGTH_UNITS) or "mm"]
+        scale = _length_scale(path, sec, g.col)
         pts[ok, k] = vals[ok] * scale
         valid[:, k] = ok
     return [g.name for g in sec.points], pts, valid

@@ -1,0 +1,168 @@
+"""Plate solving from marker clusters (design §8): plates.yaml, estimated local coordinates."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import roma
+import torch
+
+from rbmcap.errors import ConfigError
+from rbmcap.geometry.registration import rigid_registration
+from rbmcap.io.capture import Capture
+from rbmcap.io.plates import (
+    PlateDefinition,
+    estimate_local,
+    load_plate_definitions,
+    save_plate_definitions,
+    solve_plates,
+)
+
+# a 4-marker plate about 18 cm across (metres, plate frame)
+LOCAL = np.array([[0.10, 0.04, 0.0], [-0.08, 0.06, 0.01], [-0.06, -0.07, 0.0], [0.04, -0.06, 0.02]])
+NAMES = ["box:a", "box:b", "box:c", "box:d"]
+
+
+def _motion(t: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(T, 3, 3) world-from-plate rotations and (T, 3) positions (m) of a smooth known motion."""
+    g = torch.Generator().manual_seed(seed)
+    s = torch.linspace(0, 1, t, dtype=torch.float64)[:, None]
+    rv = torch.sin(6.0 * s + torch.rand(1, 3, generator=g, dtype=torch.float64) * 6) * 1.2
+    rot = roma.rotvec_to_rotmat(rv).numpy()
+    s = s.numpy()
+    pos = np.concatenate([np.sin(3 * s), np.cos(2 * s), 1.0 + 0.2 * s], 1)
+    return rot, pos
+
+
+def _cluster_capture(t: int = 400, noise_m: float = 1.5e-4, seed: int = 0) -> tuple:
+    """A capture of the 4-marker cluster (points only) following :func:`_motion`, with gaps."""
+    rot, pos = _motion(t, seed)
+    rng = np.random.default_rng(seed)
+    pts = np.einsum("tij,kj->tki", rot, LOCAL) + pos[:, None] + rng.normal(0, noise_m, (t, 4, 3))
+    vis = np.ones((t, 4), bool)
+    vis[50:60, 0] = False  # one member hidden: still solvable
+    vis[100:110, :2] = False  # two hidden: invalid
+    vis[200:205] = False  # all hidden: invalid
+    cap = Capture(fps=100.0, names=[], pos=np.zeros((t, 0, 3)), rot=np.zeros((t, 0, 3, 3)),
+                  valid=np.zeros((t, 0), bool), point_names=NAMES, points=pts,
+                  point_valid=vis, source="cluster.csv")  # fmt: skip
+    return cap, rot, pos, vis
+
+
+def test_solved_pose_recovers_the_known_pose_and_reports_gaps_exactly():
+    cap, rot, pos, vis = _cluster_capture()
+    out = solve_plates(cap, {"box": PlateDefinition("box", tuple(NAMES), LOCAL)})
+    expected_valid = vis.sum(1) >= 3
+    np.testing.assert_array_equal(out.valid[:, 0], expected_valid)
+    v = expected_valid
+    pos_err_mm = np.linalg.norm(out.pos[v, 0] - pos[v], axis=-1) * 1000
+    ang = roma.rotmat_geodesic_distance(torch.from_numpy(out.rot[v, 0].astype(np.float64)),
+                                        torch.from_numpy(rot[v]))  # fmt: skip
+    assert pos_err_mm.max() < 0.5
+    assert np.degrees(ang.numpy()).max() < 0.5
+    print(f"cluster fit: max {pos_err_mm.max():.3f} mm, {np.degrees(ang.numpy()).max():.3f} deg")
+    res = out.residual_mm[:, 0]
+    assert np.isnan(res[~v]).all() and np.isfinite(res[v]).all()
+    assert 0.05 < np.median(res[v]) < 0.4  # 0.15 mm noise per axis
+
+
+def test_estimated_local_coordinates_reproduce_the_cluster_shape():
+    cap, *_ = _cluster_capture(noise_m=2e-4)
+    est = estimate_local(cap, PlateDefinition("box", tuple(NAMES)))
+    # same shape: all pairwise distances agree (frame-independent)
+    d_est = np.linalg.norm(est.local[:, None] - est.local[None], axis=-1)
+    d_true = np.linalg.norm(LOCAL[:, None] - LOCAL[None], axis=-1)
+    assert np.abs(d_est - d_true).max() < 1e-4
+    # plate frame: centroid origin, principal axes, right-handed
+    np.testing.assert_allclose(est.local.mean(0), 0, atol=1e-12)
+    cov = est.local.T @ est.local
+    np.testing.assert_allclose(cov - np.diag(np.diag(cov)), 0, atol=1e-12)
+    assert cov[0, 0] >= cov[1, 1] >= cov[2, 2]
+    r, _ = rigid_registration(torch.from_numpy(est.local), torch.from_numpy(LOCAL - LOCAL.mean(0)))
+    assert torch.det(r) > 0  # a proper rotation: not a mirror image
+    assert "estimated" in est.note
+
+
+def test_plates_yaml_round_trips_and_states_the_estimate(tmp_path: Path):
+    cap, *_ = _cluster_capture()
+    est = estimate_local(cap, PlateDefinition("box", tuple(NAMES)))
+    path = save_plate_definitions(tmp_path / "plates.yaml", {"box": est})
+    text = path.read_text()
+    assert "# box: local coordinates estimated" in text
+    back = load_plate_definitions(path)["box"]
+    assert back.markers == tuple(NAMES)
+    np.testing.assert_allclose(back.local, est.local, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "body, needle",
+    [
+        ("box: {markers: [a, b]}\n", "at least 3"),
+        ("box: {markers: [a, b, c], local: {a: [0, 0], b: [0, 0, 0], c: [1, 0, 0]}}\n", "local"),
+        (
+            "box: {markers: [a, b, c], local: {a: [x, 0, 0], b: [0, 0, 0], c: [1, 0, 0]}}\n",
+            "3 finite",
+        ),
+        ("box: [a, b, c]\n", "markers"),
+    ],
+)
+def test_bad_plate_definitions_are_one_config_error(tmp_path: Path, body: str, needle: str):
+    path = tmp_path / "plates.yaml"
+    path.write_text(body)
+    with pytest.raises(ConfigError, match=needle) as info:
+        load_plate_definitions(path)
+    assert str(path) in str(info.value) and "'box'" in str(info.value)
+
+
+def test_a_marker_not_in_the_capture_is_named():
+    cap, *_ = _cluster_capture(t=20)
+    with pytest.raises(ConfigError, match="box:z"):
+        solve_plates(cap, {"box": PlateDefinition("box", ("box:a", "box:b", "box:z"), LOCAL[:3])})
+
+
+def test_ten_minutes_of_fourteen_plates_solve_in_seconds():
+    t, k = 60_000, 14
+    rng = np.random.default_rng(0)
+    pts = rng.normal(0, 0.05, (t, 4 * k, 3))
+    names = [f"p{j}:m{i}" for j in range(k) for i in range(4)]
+    cap = Capture(fps=100.0, names=[], pos=np.zeros((t, 0, 3)), rot=np.zeros((t, 0, 3, 3)),
+                  valid=np.zeros((t, 0), bool), point_names=names, points=pts)  # fmt: skip
+    defs = {f"p{j}": PlateDefinition(f"p{j}", tuple(names[4 * j : 4 * j + 4]), LOCAL)
+            for j in range(k)}  # fmt: skip
+    start = time.perf_counter()
+    out = solve_plates(cap, defs)
+    assert out.pos.shape == (t, k, 3)
+    assert time.perf_counter() - start < 20.0  # seconds, 2 shared CPU cores
+
+
+OPTITRACK = Path("/work/shared/data/optitrack/sample_take_v1.21.csv")
+
+
+@pytest.mark.skipif(not OPTITRACK.exists(), reason="the OptiTrack sample is not on this machine")
+def test_optitrack_rigid_body_agrees_with_the_pose_solved_from_its_markers(tmp_path: Path):
+    from rbmcap.io.formats import read_capture
+    from rbmcap.io.plates import plates_from_points
+
+    cap = read_capture(OPTITRACK)
+    plates = tmp_path / "plates.yaml"
+    plates.write_text("rb: {markers: ['Rigid Body 1_1', 'Rigid Body 1_2', 'Rigid Body 1_3']}\n")
+    solved = plates_from_points(cap, plates)
+    assert "estimated" in plates.read_text()  # written back
+    v = cap.valid[:, 0] & solved.valid[:, 0]
+    assert v.mean() > 0.9
+    r_file = torch.from_numpy(cap.rot[v, 0].astype(np.float64))
+    p_file = torch.from_numpy(cap.pos[v, 0].astype(np.float64))
+    r_sol = torch.from_numpy(solved.rot[v, 0].astype(np.float64))
+    p_sol = torch.from_numpy(solved.pos[v, 0].astype(np.float64))
+    # constant definition offset: R_sol = R_file · R_off, p_sol = p_file + R_file · t_off
+    r_off_frames = r_file.transpose(-1, -2) @ r_sol
+    r_off = roma.special_procrustes(r_off_frames.mean(0))
+    t_off = torch.einsum("tji,tj->ti", r_file, p_sol - p_file).mean(0)
+    ang = np.degrees(roma.rotmat_geodesic_distance(r_file @ r_off, r_sol).numpy())
+    dist_mm = ((p_file + r_file @ t_off - p_sol).norm(dim=-1) * 1000).numpy()
+    print(f"OptiTrack: max {dist_mm.max():.4f} mm, {ang.max():.4f} deg")
+    assert dist_mm.max() < 0.5
+    assert ang.max() < 0.2

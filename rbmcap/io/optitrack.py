@@ -29,6 +29,9 @@ Conventions applied at import:
   are degrees, the angle of each axis read from the column of that axis, composed *intrinsic*
   in the named order: ``'XYZ'`` means ``R = Rx(x) · Ry(y) · Rz(z)`` (roma convention ``'XYZ'``).
 - **Lengths**: ``Meters``, ``Centimeters`` or ``Millimeters`` → metres.
+- ``Coordinate Space`` is not acted on: rigid bodies are world poses in every export; a skeleton
+  exported in ``Local`` space gives parent-relative ``Bone`` poses, read as they are. The first
+  row's pairs are kept in ``extra['settings']``.
 
 Every malformed input raises one :class:`~rbmcap.errors.FormatError` naming the file and, where
 it applies, the line (1-based) and column (1-based).

@@ -112,3 +112,20 @@ def test_cli_infer_bad_input_exits_2_and_writes_nothing(checkpoint, standin, tmp
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert ("'head'" in err) if bad == "missing_plate" else ("not a capture file" in err)
     assert not out.exists() or not any(out.rglob("*"))
+
+
+def test_a_calibration_gives_its_betas_and_keeps_the_pelvis(checkpoint, standin):
+    from rbmcap.calibrate import Calibration, PlateOffset
+
+    p = Predictor.from_checkpoint(checkpoint)
+    cap = _capture(standin, 20)
+    zero = {n: PlateOffset(np.zeros(3), np.zeros(3)) for n in _names()}
+    betas = np.linspace(-1.0, 1.0, 10)
+    calib = Calibration(betas=betas, frames=(0, 10), rotation=np.zeros(3),
+                        translation=np.zeros(3), plates=zero)  # fmt: skip
+    plain, calibrated = p.predict_capture(cap), p.predict_capture(cap, calib)
+    np.testing.assert_allclose(calibrated.betas, betas, atol=1e-6)
+    np.testing.assert_allclose(calibrated.poses, plain.poses, atol=1e-5)
+    pelvis = [m.trans + standin.rest_joints(torch.as_tensor(m.betas, dtype=torch.float32))[0]
+              .numpy() for m in (plain, calibrated)]  # fmt: skip
+    np.testing.assert_allclose(pelvis[0], pelvis[1], atol=1e-4)

@@ -84,8 +84,8 @@ def test_euler_xyz_is_intrinsic_rx_ry_rz():
 @pytest.mark.parametrize(
     "variant",
     [{"pad": 7}, {"crlf": True}, {"sep": ";"}, {"trimmed": True}, {"bom": True},
-     {"sep": ";", "crlf": True, "bom": True, "pad": 3}],
-    ids=["padded", "crlf", "semicolon", "trimmed", "bom", "all"],
+     {"bom": True, "trimmed": True},     {"sep": ";", "crlf": True, "bom": True, "pad": 3}],
+    ids=["padded", "crlf", "semicolon", "trimmed", "bom", "bom-trimmed", "all"],
 )  # fmt: skip
 def test_real_file_variants_import_to_the_same_poses(tmp_path, plates, variant):
     f = write_segments(tmp_path / "v.csv", *plates, **variant)
@@ -104,7 +104,7 @@ def test_real_file_variants_import_to_the_same_poses(tmp_path, plates, variant):
 def test_a_file_trimmed_to_the_axis_row_names_objects_by_position(tmp_path, plates):
     f = write_segments(tmp_path / "v.csv", *plates, trimmed=True)
     lines = f.read_text().splitlines()
-    f.write_text("\n".join(lines[1:]) + "\n")
+    f.write_bytes(("\ufeff" + "\n".join(lines[1:]) + "\n").encode("utf-8"))  # BOM too
     cap = read_vicon(f, fps=100.0)
     assert_same_plates(cap, [f"object{k + 1}" for k in range(len(plates[0]))], *plates[1:])
 
@@ -172,6 +172,7 @@ def test_any_layout_variant_round_trips(tmp_path, plates, sep, pad, crlf, bom, t
 def test_detect_returns_none_for_other_text():
     assert detect_vicon_kind("a,b,c\n1,2,3\n") is None
     assert detect_vicon_kind("") is None
+    assert detect_vicon_kind("Frame,Sub Frame,Fx,Fy,Fz\n,,N,N,N\n1,0,1,2,3\n") is None
 
 
 # ---------------------------------------------------------------------------------- bad input
@@ -298,3 +299,14 @@ def test_unit_aliases_and_mixed_units(good, plates):
     assert_same_plates(read_vicon(good), *plates)
     edit_line(good, 5, "millimeters", "m")
     one_error(good, f"{good}:5:6: mixed length units")
+
+
+def test_one_empty_cell_makes_the_object_invalid_in_that_frame(good, plates):
+    lines = good.read_text().splitlines()
+    cells = lines[8].split(",")  # frame 4
+    cells[2 + 6 * 1 + 4] = ""  # TY of plate 1
+    lines[8] = ",".join(cells)
+    good.write_text("\n".join(lines) + "\n")
+    valid = plates[3].copy()
+    valid[3, 1] = False
+    assert_same_plates(read_vicon(good), plates[0], plates[1], plates[2], valid)

@@ -84,7 +84,7 @@ def test_euler_xyz_is_intrinsic_rx_ry_rz():
 @pytest.mark.parametrize(
     "variant",
     [{"pad": 7}, {"crlf": True}, {"sep": ";"}, {"trimmed": True}, {"bom": True},
-     {"bom": True, "trimmed": True},     {"sep": ";", "crlf": True, "bom": True, "pad": 3}],
+     {"bom": True, "trimmed": True}, {"sep": ";", "crlf": True, "bom": True, "pad": 3}],
     ids=["padded", "crlf", "semicolon", "trimmed", "bom", "bom-trimmed", "all"],
 )  # fmt: skip
 def test_real_file_variants_import_to_the_same_poses(tmp_path, plates, variant):

@@ -50,3 +50,23 @@ def smplh_arrays(num_betas: int = 16, seed: int = 0) -> dict[str, np.ndarray]:
         "posedirs": posedirs,
     }
     return out
+
+
+def walk_plates(body, frames: int, names):
+    """``frames`` of realistic rbm14 plates of a procedural walk (seed 0) with extra gaps (plate 3
+    hidden in frames 10–16, plate 5 every seventh frame), as float64 ``(names, pos, rot, valid)``;
+    ``names(k)`` names plate k. The test writers' round trips start from these."""
+    import numpy as np
+
+    from rbmcap.markers.synth import Synthesizer
+    from rbmcap.motion.procedural import generate
+
+    m = generate("walk", seed=0, body=body)
+    obs = Synthesizer(body, "rbm14", "realistic")(
+        m.poses[:frames], m.trans[:frames], m.betas, fps=m.fps, key="t"
+    )
+    valid = obs.valid.copy()
+    valid[10:17, 3] = False
+    valid[:, 5] &= np.arange(frames) % 7 != 0
+    labels = [names(k) for k in range(obs.pos.shape[1])]
+    return labels, obs.pos.astype(np.float64), obs.rot.astype(np.float64), valid

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import roma
 import torch
+from bodies import walk_plates
 from writers_c3d import cluster_points
 from writers_optitrack import write_optitrack
 
@@ -23,18 +24,7 @@ TOL_MM, TOL_DEG = 0.01, 0.001
 @pytest.fixture(scope="module")
 def plates(standin):
     """60 frames of realistic rbm14 plates of a procedural walk, with extra gaps."""
-    from rbmcap.markers.synth import Synthesizer
-    from rbmcap.motion.procedural import generate
-
-    m = generate("walk", seed=0, body=standin)
-    obs = Synthesizer(standin, "rbm14", "realistic")(
-        m.poses[:60], m.trans[:60], m.betas, fps=m.fps, key="t"
-    )
-    valid = obs.valid.copy()
-    valid[10:17, 3] = False
-    valid[:, 5] &= np.arange(60) % 7 != 0
-    names = [f"Plaque {k} é" for k in range(obs.pos.shape[1])]
-    return names, obs.pos.astype(np.float64), obs.rot.astype(np.float64), valid
+    return walk_plates(standin, 60, lambda k: f"Plaque {k} é")
 
 
 def angle_deg(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import roma
 import torch
+from bodies import walk_plates
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from writers_vicon import rotation_cells, write_segments, write_trajectories
@@ -22,18 +23,7 @@ TOL_MM, TOL_DEG = 0.01, 0.001
 @pytest.fixture(scope="module")
 def plates(standin):
     """40 frames of realistic rbm14 plates of a procedural walk, with extra gaps."""
-    from rbmcap.markers.synth import Synthesizer
-    from rbmcap.motion.procedural import generate
-
-    m = generate("walk", seed=0, body=standin)
-    obs = Synthesizer(standin, "rbm14", "realistic")(
-        m.poses[:40], m.trans[:40], m.betas, fps=m.fps, key="t"
-    )
-    valid = obs.valid.copy()
-    valid[10:17, 3] = False
-    valid[:, 5] &= np.arange(40) % 7 != 0
-    names = [f"Sujet é:Plaque{k}" for k in range(obs.pos.shape[1])]
-    return names, obs.pos.astype(np.float64), obs.rot.astype(np.float64), valid
+    return walk_plates(standin, 40, lambda k: f"Sujet é:Plaque{k}")
 
 
 def angle_deg(a, b) -> np.ndarray:

@@ -102,3 +102,24 @@ def test_capture_file_reads_back(take, tmp_path, capsys):
     cap = Capture(fps=float(data["fps"]), names=list(data["names"]), pos=data["pos"],
                   rot=data["rot"], valid=data["valid"])  # fmt: skip
     assert cap.num_plates == 2
+
+
+def test_fps_option_reaches_a_trimmed_vicon_file_without_a_warning(tmp_path, capsys):
+    """A Vicon CSV trimmed to its header rows has no rate line: --fps gives it (no 100 Hz guess)."""
+    import warnings
+
+    from writers_vicon import write_segments
+
+    t = 12
+    pos = np.zeros((t, 1, 3)) + np.linspace(0, 1, t)[:, None, None]
+    rot = np.tile(np.eye(3), (t, 1, 1, 1))
+    f = write_segments(tmp_path / "v.csv", ["S:Shin"], pos, rot, np.ones((t, 1), bool),
+                       trimmed=True)  # fmt: skip
+    out = tmp_path / "c.npz"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, text, _ = _run(capsys, f, "--fps", "250", "--out", out, "--json")
+    assert code == 0 and json.loads(text)["fps"] == 250.0
+    assert float(np.load(out)["fps"]) == 250.0
+    code, _, err = _run(capsys, f, "--fps", "-5", "--out", tmp_path / "d.npz")
+    assert code == 2 and "fps" in err and not (tmp_path / "d.npz").exists()

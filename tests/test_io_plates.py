@@ -69,6 +69,35 @@ def test_solved_pose_recovers_the_known_pose_and_reports_gaps_exactly():
     assert 0.05 < np.median(res[v]) < 0.4  # 0.15 mm noise per axis
 
 
+@pytest.mark.parametrize("layout", ["vicon-trajectories", "c3d"])
+def test_cluster_written_to_a_file_solves_to_the_known_pose_with_its_gaps(tmp_path, layout):
+    """The same cluster through real file layouts: a Vicon Trajectories CSV (mm, 6 decimals) and
+    a C3D (float32 mm); the plates YAML names the members and gives their local coordinates."""
+    from writers_c3d import write_c3d
+    from writers_vicon import write_trajectories
+
+    from rbmcap.io.importer import ImportOptions, import_capture
+
+    cap, rot, pos, vis = _cluster_capture()
+    if layout == "c3d":
+        f = write_c3d(tmp_path / "cluster.c3d", NAMES, cap.points, vis, fps=100.0)
+    else:
+        f = write_trajectories(tmp_path / "cluster.csv", NAMES, cap.points, vis, fps=100.0)
+    plates = tmp_path / "plates.yaml"
+    save_plate_definitions(plates, {"box": PlateDefinition("box", tuple(NAMES), LOCAL)})
+    out = import_capture(f, ImportOptions(plates=plates))
+    assert out.format == layout and out.names == ["box"] and out.fps == 100.0
+    expected_valid = vis.sum(1) >= 3
+    np.testing.assert_array_equal(out.valid[:, 0], expected_valid)  # gaps reported exactly
+    v = expected_valid
+    pos_err_mm = np.linalg.norm(out.pos[v, 0] - pos[v], axis=-1) * 1000
+    ang = np.degrees(roma.rotmat_geodesic_distance(
+        torch.from_numpy(out.rot[v, 0].astype(np.float64)), torch.from_numpy(rot[v])).numpy())  # fmt: skip
+    print(f"{layout}: max {pos_err_mm.max():.3f} mm, {ang.max():.3f} deg")
+    assert pos_err_mm.max() < 0.5 and ang.max() < 0.5
+    assert np.isnan(out.residual_mm[~v, 0]).all()
+
+
 def test_estimated_local_coordinates_reproduce_the_cluster_shape():
     cap, *_ = _cluster_capture(noise_m=2e-4)
     est = estimate_local(cap, PlateDefinition("box", tuple(NAMES)))

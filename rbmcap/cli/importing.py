@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rotation", default=None, choices=ROTATIONS,
                    help="Vicon RX/RY/RZ convention (default helical)")  # fmt: skip
     p.add_argument("--angle-unit", default=None, choices=("deg", "rad"))
+    p.add_argument("--fps", type=float, default=None,
+                   help="frame rate overriding the file's (a trimmed Vicon CSV has none)")  # fmt: skip
     p.add_argument("--plates", default=None, help="plates YAML: solve plates from marker points")
     p.add_argument("--map", default=None, help="name mapping YAML (capture name: plate name)")
     p.add_argument("--markers", default=None, help="marker set to map the plates into")
@@ -39,6 +41,7 @@ def _run(args: argparse.Namespace) -> int:
     from rbmcap.io.importer import ImportOptions, import_file
 
     given = {"format": args.format, "rotation": args.rotation, "angle_unit": args.angle_unit,
+             "fps": args.fps,
              "plates": args.plates, "mapping": args.map, "markers": args.markers}  # fmt: skip
     options = replace(
         ImportOptions(), **{k: v for k, v in given.items() if v is not None},

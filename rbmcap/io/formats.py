@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from rbmcap.errors import FormatError
 from rbmcap.io.capture import Capture
 
@@ -61,6 +63,7 @@ def read_capture(
     *,
     rotation: str = "helical",
     angle_unit: str | None = None,
+    fps: float | None = None,
 ) -> Capture:
     """Read an export as a :class:`Capture` (world Z up, metres).
 
@@ -69,6 +72,8 @@ def read_capture(
         format: one of :data:`FORMATS`, or 'auto' (:func:`detect_format`).
         rotation: Vicon's RX/RY/RZ convention, one of :data:`ROTATIONS` (other formats ignore it).
         angle_unit: 'deg' or 'rad' for Vicon rotations; None reads it from the units row.
+        fps: frame rate (Hz) to use instead of the file's; None keeps the file's (a Vicon file
+            trimmed to its header rows has none: then 100 Hz, with a warning).
 
     Raises:
         FormatError: the file does not parse as that format (file, line and column named).
@@ -84,15 +89,21 @@ def read_capture(
         raise ConfigError(f"unknown rotation {rotation!r}; expected one of {', '.join(ROTATIONS)}")
     if angle_unit not in (None, "deg", "rad"):
         raise ConfigError(f"unknown angle unit {angle_unit!r}; expected deg or rad")
+    if fps is not None and not (np.isfinite(fps) and fps > 0):
+        raise ConfigError(f"fps must be a positive number of frames per second, got {fps!r}")
     fmt = detect_format(path) if format == "auto" else format
     if fmt.startswith("vicon"):
         from rbmcap.io.vicon import read_vicon
 
-        return read_vicon(path, kind=fmt, rotation=rotation, angle_unit=angle_unit)
+        return read_vicon(path, kind=fmt, rotation=rotation, angle_unit=angle_unit, fps=fps)
     if fmt == "optitrack":
         from rbmcap.io.optitrack import read_optitrack
 
-        return read_optitrack(path)
-    from rbmcap.io.c3d import read_c3d
+        capture = read_optitrack(path)
+    else:
+        from rbmcap.io.c3d import read_c3d
 
-    return read_c3d(path)
+        capture = read_c3d(path)
+    if fps is not None:
+        capture.fps = float(fps)
+    return capture

@@ -24,6 +24,7 @@ class ImportOptions:
         format: 'auto' or one of :data:`rbmcap.io.formats.FORMATS`.
         rotation: Vicon RX/RY/RZ convention (:data:`rbmcap.io.formats.ROTATIONS`).
         angle_unit: 'deg' or 'rad', or None to read it from the file.
+        fps: frame rate (Hz) overriding the file's, or None (needed for a trimmed Vicon file).
         plates: plates YAML to solve plates from marker points, or None.
         mapping: name mapping YAML, or None (default rule when ``markers`` is set).
         markers: marker set (name or YAML) to map the plates into; with a mapping and no marker
@@ -35,6 +36,7 @@ class ImportOptions:
     format: str = "auto"
     rotation: str = "helical"
     angle_unit: str | None = None
+    fps: float | None = None
     plates: str | Path | None = None
     mapping: str | Path | None = None
     markers: str | Path | None = None
@@ -50,7 +52,8 @@ def import_capture(path: str | Path, options: ImportOptions | None = None) -> Ca
     from rbmcap.io.plates import plates_from_points
 
     o = options or ImportOptions()
-    capture = read_capture(path, o.format, rotation=o.rotation, angle_unit=o.angle_unit)
+    capture = read_capture(path, o.format, rotation=o.rotation, angle_unit=o.angle_unit,
+                           fps=o.fps)  # fmt: skip
     if o.plates is not None:
         capture = plates_from_points(capture, o.plates, progress=o.progress)
     if o.mapping is not None or o.markers is not None:

@@ -91,8 +91,8 @@ def test_cluster_written_to_a_file_solves_to_the_known_pose_with_its_gaps(tmp_pa
     np.testing.assert_array_equal(out.valid[:, 0], expected_valid)  # gaps reported exactly
     v = expected_valid
     pos_err_mm = np.linalg.norm(out.pos[v, 0] - pos[v], axis=-1) * 1000
-    ang = np.degrees(roma.rotmat_geodesic_distance(
-        torch.from_numpy(out.rot[v, 0].astype(np.float64)), torch.from_numpy(rot[v])).numpy())  # fmt: skip
+    r_out = torch.from_numpy(out.rot[v, 0].astype(np.float64))
+    ang = np.degrees(roma.rotmat_geodesic_distance(r_out, torch.from_numpy(rot[v])).numpy())
     print(f"{layout}: max {pos_err_mm.max():.3f} mm, {ang.max():.3f} deg")
     assert pos_err_mm.max() < 0.5 and ang.max() < 0.5
     assert np.isnan(out.residual_mm[~v, 0]).all()

@@ -23,8 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rotation", default=None, choices=ROTATIONS,
                    help="Vicon RX/RY/RZ convention (default helical)")  # fmt: skip
     p.add_argument("--angle-unit", default=None, choices=("deg", "rad"))
-    p.add_argument("--fps", type=float, default=None,
-                   help="frame rate overriding the file's (trimmed Vicon CSVs have none)")  # fmt: skip
+    p.add_argument(
+        "--fps", type=float, default=None, help="frame rate instead of the file's (Vicon: if trimmed)"
+    )
     p.add_argument("--plates", default=None, help="plates YAML: solve plates from marker points")
     p.add_argument("--map", default=None, help="name mapping YAML (capture name: plate name)")
     p.add_argument("--markers", default=None, help="marker set to map the plates into")

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="Vicon RX/RY/RZ convention (default helical)")  # fmt: skip
     p.add_argument("--angle-unit", default=None, choices=("deg", "rad"))
     p.add_argument(
-        "--fps", type=float, default=None, help="frame rate instead of the file's (Vicon: if trimmed)"
+        "--fps", type=float, default=None, help="frame rate to use instead of the file's"
     )
     p.add_argument("--plates", default=None, help="plates YAML: solve plates from marker points")
     p.add_argument("--map", default=None, help="name mapping YAML (capture name: plate name)")

@@ -62,11 +62,27 @@ def test_capture_inference_equals_predict_on_the_same_arrays(checkpoint, standin
     np.testing.assert_allclose(motion.betas, ref.betas.numpy(), atol=1e-6)
 
 
-def test_a_plate_invalid_throughout_still_gives_finite_output(checkpoint, standin):
+def test_an_invalid_plate_is_masked_not_read(checkpoint, standin):
+    """Whatever an invalid plate's cells hold (zeros, a stale pose, huge numbers, NaN), the answer is
+    the same and finite; hiding it does change the answer (the network did use it)."""
+    p = Predictor.from_checkpoint(checkpoint)
     cap = _capture(standin, 30)
-    cap.valid[:, cap.index("left_forearm")] = False
-    motion = Predictor.from_checkpoint(checkpoint).predict_capture(cap)
-    assert np.isfinite(motion.poses).all() and np.isfinite(motion.trans).all()
+    k = cap.index("left_forearm")
+    seen = p.predict_capture(cap)
+    cap.valid[:, k] = False
+    cap.valid[5:9, cap.index("head")] = False
+    answers = []
+    for fill in (0.0, 1.0, 1e6, np.nan):
+        c = Capture(fps=cap.fps, names=cap.names, pos=cap.pos.copy(), rot=cap.rot.copy(),
+                    valid=cap.valid.copy(), source=cap.source)  # fmt: skip
+        c.pos[~c.valid] = fill
+        c.rot[~c.valid] = fill * np.eye(3) if fill else np.zeros((3, 3))  # NaN: all NaN
+        answers.append(p.predict_capture(c))
+    for other in answers[1:]:
+        np.testing.assert_allclose(other.poses, answers[0].poses, atol=1e-5)
+        np.testing.assert_allclose(other.trans, answers[0].trans, atol=1e-6)
+    assert np.isfinite(answers[0].poses).all() and np.isfinite(answers[0].trans).all()
+    assert np.abs(answers[0].poses - seen.poses).max() > 1e-4
 
 
 def test_another_frame_rate_keeps_the_capture_frames_and_fps(checkpoint, standin):
@@ -114,11 +130,17 @@ def test_cli_infer_bad_input_exits_2_and_writes_nothing(checkpoint, standin, tmp
     assert not out.exists() or not any(out.rglob("*"))
 
 
-def test_a_calibration_gives_its_betas_and_keeps_the_pelvis(checkpoint, standin):
+def test_a_calibration_gives_its_betas_and_puts_the_body_on_its_plates(checkpoint, standin):
+    """With calibrated betas, each frame's translation puts the virtual plates of the predicted
+    pose on the seen plates (zero mean residual); a frame with no plate seen keeps the pelvis
+    where the network put it."""
     from rbmcap.calibrate import Calibration, PlateOffset
+    from rbmcap.markers.synth import Synthesizer
 
     p = Predictor.from_checkpoint(checkpoint)
     cap = _capture(standin, 20)
+    cap.valid[:, 3] = False
+    cap.valid[7] = False
     zero = {n: PlateOffset(np.zeros(3), np.zeros(3)) for n in _names()}
     betas = np.linspace(-1.0, 1.0, 10)
     calib = Calibration(betas=betas, frames=(0, 10), rotation=np.zeros(3),
@@ -126,6 +148,14 @@ def test_a_calibration_gives_its_betas_and_keeps_the_pelvis(checkpoint, standin)
     plain, calibrated = p.predict_capture(cap), p.predict_capture(cap, calib)
     np.testing.assert_allclose(calibrated.betas, betas, atol=1e-6)
     np.testing.assert_allclose(calibrated.poses, plain.poses, atol=1e-5)
+    virt = Synthesizer(standin, "rbm14")(calibrated.poses.astype(np.float32),
+                                         calibrated.trans.astype(np.float32),
+                                         betas.astype(np.float32)).pos  # fmt: skip
+    w = cap.valid[..., None].astype(float)
+    mean_residual = ((cap.pos - virt) * w).sum(1) / np.maximum(w.sum(1), 1)
+    seen = cap.valid.any(1)
+    assert np.abs(mean_residual[seen]).max() < 1e-5  # metres
+    assert np.abs(cap.pos - virt)[cap.valid].max() > 1e-3  # not trivially equal: a real fit
     pelvis = [m.trans + standin.rest_joints(torch.as_tensor(m.betas, dtype=torch.float32))[0]
               .numpy() for m in (plain, calibrated)]  # fmt: skip
-    np.testing.assert_allclose(pelvis[0], pelvis[1], atol=1e-4)
+    np.testing.assert_allclose(pelvis[0][7], pelvis[1][7], atol=1e-4)

@@ -140,7 +140,7 @@ class FeatureEncoder(torch.nn.Module):
         rot = torch.where(
             mask[..., None] > 0, rot, torch.eye(3, dtype=rot.dtype, device=rot.device)
         )
-        pos = pos * mask
+        pos = torch.where(mask > 0, pos, torch.zeros((), dtype=pos.dtype, device=pos.device))
         root_pos, root_rot = pos[..., self.root, :], rot[..., self.root, :, :]
         eye = torch.eye(3, dtype=pos.dtype, device=pos.device).expand_as(root_rot)
         if self.kind == "raw":

@@ -11,8 +11,15 @@ the BVH's joints are framed or how many helper joints it has:
    forward axis for limbs in the frontal plane, as rest poses differ by raised or lowered arms
    and spread legs; the smallest turn otherwise). A BVH in A-pose, with arms hanging, or facing
    another way is thus aligned segment by segment.
+   A map may instead name a ``reference_frame``: a frame of the file in which the subject holds
+   SMPL's T-pose (e.g. a T-pose frame prepended to each clip). That frame is then SMPL's zero
+   pose by definition: Q_j = B_k(ref)ᵀ · F, with F the body's facing at that frame (the pelvis
+   fit above on that frame's world-space joint positions). It suits rigs whose zero-rotation
+   rest is no pose at all (bone-aligned joint axes), as long as the file holds such a frame.
 3. Per frame the SMPL global rotation is G_j = C · B_k · Q_j, with B_k the BVH joint's global
    rotation and C the turn from the BVH's world (Y up unless the map says Z) to rbmcap's Z-up world.
+   A map's ``first_frame`` then keeps the file's first frame, drops it (a prepended T-pose), or
+   drops it only where it is a T-pose (every body joint within 20° of SMPL's rest pose).
 4. SMPL joints the map leaves out take a rotation interpolated (slerp) between their nearest
    mapped ancestor and nearest mapped descendant along the chain — a missing spine joint shares
    the bend of its neighbours — or their parent's rotation when nothing below them is mapped.
@@ -43,6 +50,8 @@ from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
 DEFAULT_JOINT_MAP = "cmu"
 FLOOR_MODES = ("contacts", "constant", "bvh")
+FIRST_FRAME_MODES = ("keep", "drop", "drop_if_tpose")
+TPOSE_MAX_DEG = 20.0  # a T-pose frame: every body joint this close to SMPL's rest pose
 CONTACT_SPEED = 0.2  # m/s: a supporting foot slower than this is planted
 _INDEX = {name: i for i, name in enumerate(SMPL_JOINT_NAMES)}
 _CHILDREN = {j: [c for c, p in enumerate(SMPL_PARENTS) if p == j] for j in range(24)}
@@ -61,6 +70,10 @@ class JointMap:
         joints: SMPL joint name → BVH joint name (the pelvis is required).
         units_to_metres: metres per BVH length unit (0.01 for cm).
         up_axis: the BVH world's up axis, 'y' or 'z'.
+        reference_frame: None to align on the rest pose (all channels zero); else the index of
+            a frame of the file in which the subject holds SMPL's T-pose (module docstring).
+        first_frame: 'keep' the file's first frame, 'drop' it (a prepended T-pose), or
+            'drop_if_tpose': drop it only where it retargets to a T-pose.
         path: the YAML it came from, if any.
     """
 
@@ -68,6 +81,8 @@ class JointMap:
     joints: dict[str, str]
     units_to_metres: float = 1.0
     up_axis: str = "y"
+    reference_frame: int | None = None
+    first_frame: str = "keep"
     path: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -84,6 +99,14 @@ class JointMap:
             raise ConfigError(f"{where}: units_to_metres must be positive")
         if self.up_axis not in ("y", "z"):
             raise ConfigError(f"{where}: up_axis must be 'y' or 'z', got {self.up_axis!r}")
+        ref = self.reference_frame
+        if ref is not None and (isinstance(ref, bool) or not isinstance(ref, int) or ref < 0):
+            raise ConfigError(f"{where}: reference_frame must be a frame index ≥ 0 or null")
+        if self.first_frame not in FIRST_FRAME_MODES:
+            raise ConfigError(
+                f"{where}: first_frame must be one of {', '.join(FIRST_FRAME_MODES)}, "
+                f"got {self.first_frame!r}"
+            )
 
     @classmethod
     def load(cls, spec: str | Path = DEFAULT_JOINT_MAP) -> JointMap:
@@ -106,6 +129,8 @@ class JointMap:
             joints=dict(joints),
             units_to_metres=units,
             up_axis=str(data.get("up_axis", "y")).lower(),
+            reference_frame=data.get("reference_frame"),
+            first_frame=str(data.get("first_frame", "keep")),
             path=str(path),
         )
 
@@ -117,6 +142,11 @@ class JointMap:
                 f"{bvh.path}: joint map {self.name!r} needs BVH joint(s) "
                 f"{', '.join(missing)}, which the file lacks (it has: {', '.join(bvh.names)}); "
                 f"pass a joint map for this skeleton"
+            )
+        if self.reference_frame is not None and self.reference_frame >= bvh.num_frames:
+            raise FormatError(
+                f"{bvh.path}: joint map {self.name!r} takes frame {self.reference_frame} as its "
+                f"T-pose reference, but the file has {bvh.num_frames} frame(s)"
             )
 
 
@@ -168,22 +198,24 @@ def retarget_bvh(
 
     b_rot, b_pos = bvh.global_transforms()
     world = _world_from_bvh(joint_map.up_axis)
-    align = _rest_alignment(mapped, smpl_rest, bvh_rest)
+    align = _alignment(joint_map.reference_frame, mapped, smpl_rest, bvh_rest, b_rot, b_pos * units)
     globals_ = _smpl_global_rotations(mapped, align, world, torch.from_numpy(b_rot))
     poses = roma.rotmat_to_rotvec(global_to_local(globals_)).numpy()
 
     scale = _translation_scale(translation_scale, mapped, smpl_rest, bvh_rest)
     root = b_pos[:, mapped[0]] * units * scale
     trans = root @ world.numpy().T - smpl_rest[0]
+    drop = _dropped_first_frames(joint_map.first_frame, poses)
 
     motion = SMPLMotion(
-        poses=poses,
-        trans=trans,
+        poses=poses[drop:],
+        trans=trans[drop:],
         betas=np.zeros(kin.body.num_betas) if betas is None else betas,
         fps=bvh.fps,
         name=name or Path(bvh.path).stem,
         source={"file": bvh.path, "format": "bvh", "joint_map": joint_map.name,
-                "translation_scale": scale},
+                "translation_scale": scale, "reference_frame": joint_map.reference_frame,
+                "first_frame_dropped": bool(drop)},
     )  # fmt: skip
     if fps is not None:
         motion = motion.resample(fps)
@@ -200,6 +232,23 @@ def _checked_map(bvh: BVH, joint_map: JointMap | str | Path | None, floor: str) 
         raise ConfigError(f"floor must be one of {', '.join(FLOOR_MODES)}, got {floor!r}")
     joint_map.check_covers(bvh)
     return joint_map
+
+
+def _dropped_first_frames(mode: str, poses: np.ndarray) -> int:
+    """How many leading frames (0 or 1) the ``first_frame`` mode drops from ``poses`` (T, 24, 3);
+    a lone frame is always kept."""
+    if mode == "keep" or len(poses) < 2:
+        return 0
+    if mode == "drop":
+        return 1
+    return int(is_tpose(poses[0]))
+
+
+def is_tpose(pose: np.ndarray, max_deg: float = TPOSE_MAX_DEG) -> bool:
+    """Whether one frame's SMPL pose (24, 3) axis-angle is a T-pose: every body joint (1–21;
+    the root and the hands are free) within ``max_deg`` degrees of SMPL's rest pose."""
+    angles = np.degrees(np.linalg.norm(pose[1:22], axis=-1))
+    return bool(angles.max() < max_deg)
 
 
 def _translation_scale(spec: float | str, mapped: dict, smpl_rest, bvh_rest) -> float:
@@ -268,12 +317,53 @@ def _nearest_mapped_ancestor(j: int, mapped: dict[int, int]) -> int:
     return a
 
 
+def _alignment(
+    reference_frame: int | None,
+    mapped: dict[int, int],
+    smpl_rest: np.ndarray,
+    bvh_rest: np.ndarray,
+    b_rot: np.ndarray,
+    b_pos: np.ndarray,
+) -> torch.Tensor:
+    """(24, 3, 3) Q_j such that G_j = C · B_k · Q_j (module docstring, step 2): from the rest
+    pose ``bvh_rest`` (J, 3), or from the T-pose frame ``reference_frame`` of the BVH's global
+    transforms ``b_rot`` (T, J, 3, 3) and ``b_pos`` (T, J, 3); positions in metres. Only mapped
+    joints' Q_j are used."""
+    if reference_frame is None:
+        return _rest_alignment(mapped, smpl_rest, bvh_rest)
+    facing = _pelvis_fit(_bone_pairs(mapped, smpl_rest, b_pos[reference_frame]))
+    q = facing.expand(24, 3, 3).clone()
+    ref = torch.from_numpy(b_rot[reference_frame])
+    for j, k in mapped.items():
+        q[j] = ref[k].T @ facing
+    return q
+
+
 def _rest_alignment(
     mapped: dict[int, int], smpl_rest: np.ndarray, bvh_rest: np.ndarray
 ) -> torch.Tensor:
     """(24, 3, 3) Q_j turning SMPL's rest segment j onto its BVH counterpart's rest segment."""
+    pair = _bone_pairs(mapped, smpl_rest, bvh_rest)
+    q = torch.empty(24, 3, 3, dtype=torch.float64)
+    q[0] = _pelvis_fit(pair)
+    forward = q[0] @ torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
+    for j in range(1, 24):
+        q[j] = q[SMPL_PARENTS[j]]
+        if j not in mapped:
+            continue
+        target = _next_mapped_on_chain(j, mapped)
+        dirs = pair(j, target) if target is not None else None
+        if dirs is not None:
+            q[j] = _turn_bone(q[j] @ dirs[0], dirs[1], forward) @ q[j]
+    return q
+
+
+def _bone_pairs(mapped: dict[int, int], smpl_rest: np.ndarray, bvh_pos: np.ndarray):
+    """``pair(a, b)``: the unit directions from SMPL joint a to b in SMPL's rest pose and between
+    their mapped BVH joints in ``bvh_pos`` (J, 3), or None where either is unmapped or the
+    bone has no length."""
     s_rest = torch.from_numpy(smpl_rest)
-    b_rest = torch.from_numpy(bvh_rest)
+    b_rest = torch.from_numpy(bvh_pos)
 
     def pair(a: int, b: int) -> tuple[torch.Tensor, torch.Tensor] | None:
         if a in mapped and b in mapped:
@@ -282,7 +372,13 @@ def _rest_alignment(
                 return ds / ds.norm(), db / db.norm()
         return None
 
-    q = torch.empty(24, 3, 3, dtype=torch.float64)
+    return pair
+
+
+def _pelvis_fit(pair) -> torch.Tensor:
+    """(3, 3) rotation turning SMPL's rest body onto the BVH's: a best fit of the up (pelvis to
+    neck) and left-right (right to left hip) directions given by ``pair`` (see
+    :func:`_bone_pairs`), up weighted twice."""
     idx = _INDEX
     up = next(
         (p for p in (pair(0, idx[n]) for n in ("neck", "spine3", "head", "spine2")) if p),
@@ -302,21 +398,10 @@ def _rest_alignment(
     if len(found) == 2:
         src = torch.stack([found[0][0], found[1][0]])
         dst = torch.stack([found[0][1], found[1][1]])
-        q[0] = roma.rigid_vectors_registration(src, dst, weights=torch.tensor([2.0, 1.0]).double())
-    elif len(found) == 1:
-        q[0] = rotation_between(found[0][0], found[0][1])
-    else:
-        q[0] = torch.eye(3, dtype=torch.float64)
-    forward = q[0] @ torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
-    for j in range(1, 24):
-        q[j] = q[SMPL_PARENTS[j]]
-        if j not in mapped:
-            continue
-        target = _next_mapped_on_chain(j, mapped)
-        dirs = pair(j, target) if target is not None else None
-        if dirs is not None:
-            q[j] = _turn_bone(q[j] @ dirs[0], dirs[1], forward) @ q[j]
-    return q
+        return roma.rigid_vectors_registration(src, dst, weights=torch.tensor([2.0, 1.0]).double())
+    if len(found) == 1:
+        return rotation_between(found[0][0], found[0][1])
+    return torch.eye(3, dtype=torch.float64)
 
 
 def _turn_bone(src: torch.Tensor, dst: torch.Tensor, forward: torch.Tensor) -> torch.Tensor:

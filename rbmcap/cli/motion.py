@@ -1,6 +1,8 @@
 """``rbmcap motion ...``: convert, generate, inspect and draw SMPL motions.
 
 * ``from-bvh FILE --out OUT.npz [--joint-map YAML] [--fps 60]``
+* ``from-bvh DIR --out MOTIONS_DIR [--joint-map NAME] [--split SUBJECT=SPLIT ...]`` (a motions
+  folder split by subject, added to any other sub-datasets already in MOTIONS_DIR)
 * ``procedural --out DIR --num N --seed S [--kinds ...] [--fps 60] [--subjects K]``
 * ``info FILE [--json] [--model PATH]``
 * ``render FILE --out anim.gif [--fps 15] [--max-frames 150]``
@@ -21,9 +23,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     cmds = motion.add_subparsers(dest="motion_command", metavar="SUBCOMMAND", required=True)
 
-    p = cmds.add_parser("from-bvh", help="retarget a BVH file to an SMPL motion .npz")
-    p.add_argument("file", help="the .bvh file")
-    p.add_argument("--out", required=True, help="output .npz (AMASS style)")
+    p = cmds.add_parser("from-bvh", help="retarget a BVH file (or a folder of them) to SMPL motion")
+    p.add_argument("file", help="the .bvh file, or a folder of .bvh clips")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="output .npz (AMASS style); for a folder, the motions folder to write or add to",
+    )
     p.add_argument(
         "--joint-map",
         default="cmu",
@@ -38,6 +44,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "average (constant), or keep the file's ground plane (bvh)",
     )
     p.add_argument("--model", default=None, help="body model (default: the stand-in)")
+    p.add_argument(
+        "--split",
+        action="append",
+        default=[],
+        metavar="SUBJECT=SPLIT",
+        help="folder input: send a subject's clips to val or test (others train); repeatable, "
+        "e.g. --split 2=test --split 3=val for shared/data/cmu-iclone",
+    )
+    p.add_argument(
+        "--dataset", default=None, help="folder input: sub-dataset name (default: the folder's)"
+    )
     p.set_defaults(func=_from_bvh)
 
     p = cmds.add_parser("procedural", help="write a seeded library of procedural motions")
@@ -80,13 +97,40 @@ def _body(spec: str | None, gender: str = "neutral"):
 
 
 def _from_bvh(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from rbmcap.motion.retarget import bvh_to_motion
 
+    if Path(args.file).is_dir():
+        return _from_bvh_folder(args)
     motion = bvh_to_motion(
         args.file, args.joint_map, fps=args.fps, floor=args.floor, body=_body(args.model)
     )
     path = motion.save(args.out)
     print(f"{path}: {motion.num_frames} frames at {motion.fps:g} fps ({motion.duration_s:.1f} s)")
+    return 0
+
+
+def _from_bvh_folder(args: argparse.Namespace) -> int:
+    from rbmcap.errors import ConfigError
+    from rbmcap.motion.folder import build_motion_folder
+
+    splits = {}
+    for item in args.split:
+        subject, sep, split = item.partition("=")
+        if not sep or not subject.strip():
+            raise ConfigError(f"--split takes SUBJECT=SPLIT, got {item!r}")
+        splits[subject.strip()] = split.strip()
+
+    def progress(i: int, n: int, path) -> None:
+        print(f"[{i + 1}/{n}] {path}", file=sys.stderr)
+
+    lists = build_motion_folder(
+        args.file, args.out, args.joint_map, splits=splits, dataset=args.dataset,
+        fps=args.fps, floor=args.floor, body=_body(args.model), progress=progress,
+    )  # fmt: skip
+    counts = ", ".join(f"{len(v)} {k}" for k, v in lists.items())
+    print(f"{args.out}: wrote {sum(map(len, lists.values()))} motions ({counts}) and splits/")
     return 0
 
 

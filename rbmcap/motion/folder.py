@@ -1,0 +1,137 @@
+"""A folder of BVH clips retargeted into an AMASS-style motions folder, split by subject.
+
+The layout is the one :func:`rbmcap.motion.procedural.generate_library` writes and
+:func:`rbmcap.motion.amass.discover` / the dataset synthesis read:
+``OUT/<dataset>/<subject>/<clip>_poses.npz`` and ``OUT/splits/{train,val,test}.txt``, one path
+relative to ``OUT`` a line.
+
+* **Subjects.** A ``clips.csv`` beside the clips with ``clip`` and ``subject`` columns names
+  each clip's subject; without one, the subject is the file name up to its first ``_`` (CMU's
+  naming: ``002_01`` is subject 2). Numeric subjects are written with two digits (``02``).
+* **Splits** go by whole subjects, so no subject's motion is in two splits: ``splits`` maps a
+  subject to ``val`` or ``test``; every other subject trains. For the shared CMU clips on the
+  iClone rig (``shared/data/cmu-iclone``) the recommended split is ``{"2": "test", "3": "val"}``:
+  subject 2 has the widest everyday repertoire (walk, run, jump, punch, bend, swordplay,
+  washing: 107 s), subject 3 walks on uneven terrain (7 s, a check beside the procedural
+  validation split), and subjects 1 (playground) and 5 (walk and ballet, 155 s) train.
+* **Mixing with other motion.** ``OUT`` may already hold other sub-datasets, e.g. a procedural
+  library (``rbmcap motion procedural --out OUT`` first, since it rewrites the split lists): their
+  files and their lines in the split lists are kept, and this dataset's lines are replaced, so
+  the synthesis reads one folder holding both.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from rbmcap.atomic import write_text_atomic
+from rbmcap.errors import ConfigError, DataError
+from rbmcap.motion.amass import SPLITS
+from rbmcap.motion.retarget import JointMap, bvh_to_motion
+
+CLIPS_TABLE = "clips.csv"
+
+
+def subject_key(subject: str) -> str:
+    """A subject's folder name: numbers with two digits (``'2'``, ``'002'`` → ``'02'``)."""
+    subject = str(subject).strip()
+    return f"{int(subject):02d}" if subject.isdigit() else subject
+
+
+def clip_subjects(folder: str | Path) -> dict[str, str]:
+    """Clip file stem → subject folder name, for every ``*.bvh`` in ``folder`` (module
+    docstring: from ``clips.csv`` where it names the clip, else the name's prefix)."""
+    folder = Path(folder)
+    table: dict[str, str] = {}
+    csv_path = folder / CLIPS_TABLE
+    if csv_path.is_file():
+        with open(csv_path, newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                if row.get("clip") and row.get("subject"):
+                    table[row["clip"].strip()] = subject_key(row["subject"])
+    return {
+        p.stem: table.get(p.stem, subject_key(p.stem.split("_", 1)[0]))
+        for p in sorted(folder.glob("*.bvh"))
+    }
+
+
+def build_motion_folder(
+    source: str | Path,
+    out: str | Path,
+    joint_map: JointMap | str | Path,
+    *,
+    splits: Mapping[str, str] | None = None,
+    dataset: str | None = None,
+    fps: float = 60.0,
+    floor: str = "contacts",
+    body=None,
+    progress: Callable[[int, int, Path], None] | None = None,
+) -> dict[str, list[str]]:
+    """Retarget every ``*.bvh`` in ``source`` into the motions folder ``out`` (module docstring).
+
+    Args:
+        source: folder of BVH clips (and optionally ``clips.csv``).
+        out: the motions folder; created, or added to.
+        joint_map: the clips' joint map (a :class:`JointMap`, a YAML path or a map name).
+        splits: subject → 'val' or 'test' (any other subject trains); default all train.
+        dataset: the sub-dataset folder name; default ``source``'s name.
+        fps: frame rate of the written motions.
+        floor: see :func:`rbmcap.motion.retarget.retarget_bvh`.
+        body: body model receiving the motion (default the stand-in).
+        progress: called with (index, count, path) after each file.
+
+    Returns:
+        split → the relative paths written to it.
+
+    Raises:
+        DataError: ``source`` holds no BVH file. ConfigError: a split name is unknown.
+    """
+    source, out = Path(source), Path(out)
+    if not source.is_dir():
+        raise FileNotFoundError(2, "No such folder", str(source))
+    subjects = clip_subjects(source)
+    if not subjects:
+        raise DataError(f"{source}: no .bvh files found")
+    split_of = _subject_splits(splits or {})
+    dataset = dataset or source.name
+    if not isinstance(joint_map, JointMap):
+        joint_map = JointMap.load(joint_map)
+    lists: dict[str, list[str]] = {s: [] for s in SPLITS}
+    for i, (clip, subject) in enumerate(subjects.items()):
+        motion = bvh_to_motion(
+            source / f"{clip}.bvh", joint_map, fps=fps, floor=floor, body=body, name=clip
+        )
+        motion.source["subject"] = subject
+        rel = f"{dataset}/{subject}/{clip}_poses.npz"
+        path = motion.save(out / rel)
+        lists[split_of.get(subject, "train")].append(rel)
+        if progress:
+            progress(i, len(subjects), path)
+    _merge_split_lists(out / "splits", dataset, lists)
+    return lists
+
+
+def _subject_splits(splits: Mapping[str, str]) -> dict[str, str]:
+    """``splits`` with subject names as folder names, after checking the split names."""
+    bad = [s for s in splits.values() if s not in SPLITS]
+    if bad:
+        raise ConfigError(f"unknown split {bad[0]!r}; expected one of {', '.join(SPLITS)}")
+    return {subject_key(k): v for k, v in splits.items()}
+
+
+def _merge_split_lists(split_dir: Path, dataset: str, lists: dict[str, list[str]]) -> None:
+    """Write ``split_dir/{train,val,test}.txt``: the lines of other sub-datasets kept, those of
+    ``dataset`` replaced by ``lists``."""
+    prefix = f"{dataset}/"
+    for split in SPLITS:
+        path = split_dir / f"{split}.txt"
+        kept = []
+        if path.is_file():
+            kept = [
+                line
+                for line in path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and not line.strip().startswith(prefix)
+            ]
+        write_text_atomic(path, "".join(f"{r}\n" for r in [*kept, *lists[split]]))

@@ -41,6 +41,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="evaluate only each sequence's first N frames (a quick look at every sequence)",
     )
     p.add_argument(
+        "--occlude",
+        action="append",
+        default=[],
+        metavar="PLATE[,PLATE]",
+        help="hide these plates for whole sequences (invalid in every frame, for every method) "
+        "and report each method against every plate seen; repeat for more conditions "
+        "(--occlude left_hand --occlude left_foot,right_foot)",
+    )
+    p.add_argument(
         "--no-vertices", dest="vertices", action="store_false", help="skip V2V (a mesh per frame)"
     )
     p.add_argument("--device", help=f"torch device (default {d['device']})")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rbmcap.errors import ConfigError
+from rbmcap.evaluation.occlusion import check_groups, occlusion_groups
 
 HYBRID_CLAIM_FRACTION = 0.2
 """The hybrid claim (design §7): the 6-DoF baseline's accuracy in at most this fraction of its
@@ -45,6 +46,12 @@ class EvalOptions:
         hybrid_margin: share of that budget planned for (see the field's comment).
         start_errors: with the hybrid, also run it from oracle starts with F times the
             network's error (:mod:`rbmcap.evaluation.oracle`); duplicates are dropped.
+        occlude: occlusion conditions (:mod:`rbmcap.evaluation.occlusion`), each a group of
+            plate names hidden for whole sequences (``valid`` False in every frame, before any
+            method sees the data); the evaluation runs with every plate seen, then once per
+            group. A string is one group with its plates separated by commas
+            (``"left_foot,right_foot"``); normalised to a tuple of name tuples on construction.
+            Names are checked against the data's marker set when it is opened.
         device: torch device of the network and the solvers.
         vertices: compute V2V (a full mesh forward per frame).
         body: body model path (None: the data's stand-in).
@@ -69,12 +76,14 @@ class EvalOptions:
     # measured runs at 0.85 took 0.17–0.20×.
     hybrid_margin: float = 0.85
     start_errors: tuple[float, ...] = ()
+    occlude: tuple[tuple[str, ...], ...] = ()
     device: str = "cpu"
     vertices: bool = True
     body: str | None = None
 
     def __post_init__(self) -> None:
         self.start_errors = tuple(dict.fromkeys(float(f) for f in self.start_errors))
+        self.occlude = occlusion_groups(self.occlude)
         self.validate()
 
     def validate(self) -> None:
@@ -95,14 +104,20 @@ class EvalOptions:
             raise ConfigError(f"eval option start_errors = {list(self.start_errors)}: must be ≥ 0")
         if not self.split:
             raise ConfigError("eval option split is empty")
+        check_groups(self.occlude)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready values (paths as strings, tuples as lists)."""
         out = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            out[f.name] = str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
+            out[f.name] = str(v) if isinstance(v, Path) else _listed(v)
         return out
+
+
+def _listed(value):
+    """Tuples (nested too) as lists, for JSON."""
+    return [_listed(v) for v in value] if isinstance(value, tuple) else value
 
 
 def defaults() -> dict[str, Any]:

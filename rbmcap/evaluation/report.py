@@ -13,8 +13,13 @@ from pathlib import Path
 import numpy as np
 
 from rbmcap.evaluation.methods import CONVERGED_ATOL_MM, CONVERGED_RTOL, ORACLE_PREFIX
+from rbmcap.evaluation.occlusion_report import (
+    occlusion_claims,
+    occlusion_markdown,
+    occlusions_json,
+)
 from rbmcap.evaluation.options import HYBRID_CLAIM_FRACTION, EvalOptions
-from rbmcap.evaluation.results import MethodResult
+from rbmcap.evaluation.results import MethodResult, methods_json
 from rbmcap.evaluation.wording import share_of
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 
@@ -86,29 +91,18 @@ def write_report(result: dict, out: str | os.PathLike) -> dict:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     methods: dict[str, MethodResult] = result["methods"]
-    averages = {k: m.averages() for k, m in methods.items()}
-    net_ms = averages["network"]["ms_per_frame"]
     metrics = {
         "dataset": result["dataset"],
         "options": result["options"],
         "machine": {"cpu_count": os.cpu_count(), "processor": platform.machine()},
-        "methods": {
-            k: {
-                "label": m.label,
-                "frames": m.frames,
-                "sequences": len(m.sequences),
-                "iterations": m.iterations,
-                "time_ratio_to_network": averages[k]["ms_per_frame"] / net_ms if net_ms else None,
-                "metrics": averages[k],
-                "per_joint_mm": None if m.per_joint_mm is None else m.per_joint_mm.tolist(),
-                "convergence": m.convergence,
-            }
-            for k, m in methods.items()
-        },
+        "methods": methods_json(methods),
     }
-    metrics["claims"] = claims(averages)
+    averages = {k: m["metrics"] for k, m in metrics["methods"].items()}
+    occlusions = result.get("occlusions", [])
+    metrics["occlusions"] = occlusions_json(occlusions, methods)
+    metrics["claims"] = claims(averages) + occlusion_claims(metrics["occlusions"])
     _atomic_text(out / "metrics.json", json.dumps(_finite(metrics), indent=2))
-    _write_csv(methods, out / "per_sequence.csv")
+    _write_csv(_conditions(methods, occlusions), out / "per_sequence.csv")
     plots = _plots(methods, averages, out, float(result["dataset"]["fps"]))
     _atomic_text(out / "report.md", _markdown(metrics, methods, averages, plots))
     return metrics
@@ -177,22 +171,23 @@ def _atomic_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _write_csv(methods, path: Path) -> None:
+def _conditions(methods, occlusions) -> list[tuple[str, dict]]:
+    """(hidden plates joined by "+", "" for every plate seen; methods) of every condition."""
+    return [("", methods), *(("+".join(c["occluded"]), c["methods"]) for c in occlusions)]
+
+
+def _write_csv(conditions, path: Path) -> None:
+    """One row per condition, method and sequence; ``occluded`` names the hidden plates."""
     keys = [k for k, _ in TABLE]
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["method", "sequence", "frames", *keys])
-        for name, m in methods.items():
-            for row in m.sequences:
-                w.writerow(
-                    [
-                        name,
-                        row["sequence"],
-                        row["frames"],
-                        *[f"{row.get(k, float('nan')):.4g}" for k in keys],
-                    ]
-                )
+        w.writerow(["method", "sequence", "frames", *keys, "occluded"])
+        for occluded, methods in conditions:
+            for name, m in methods.items():
+                for row in m.sequences:
+                    cells = [f"{row.get(k, float('nan')):.4g}" for k in keys]
+                    w.writerow([name, row["sequence"], row["frames"], *cells, occluded])
     os.replace(tmp, path)
 
 
@@ -239,6 +234,7 @@ def _markdown(metrics, methods, averages, plots) -> str:
             "| MPJPE mm | " + " | ".join(_fmt(v) for v in c["mpjpe_mm"]) + " |",
             "| ms/frame | " + " | ".join(_fmt(v) for v in c["ms_per_frame"]) + " |",
         ]
+    lines += occlusion_markdown(metrics, _fmt)
     lines += ["", "## Definitions", "", definitions(metrics["options"]), "", "## Plots", ""]
     lines += [f"![{p.stem}]({p.name})" for p in plots]
     return "\n".join(lines) + "\n"

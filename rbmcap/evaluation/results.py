@@ -10,6 +10,7 @@ import torch
 
 from rbmcap.body.params import SMPLParams
 from rbmcap.evaluation.sequences import Sequence
+from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 
 @dataclass
@@ -43,6 +44,13 @@ class MethodResult:
             out[k] = float(values.mean()) if values.size else float("nan")
         out["ms_per_frame"] = self.ms_per_frame
         return out
+
+    def joint_error_mm(self, joints) -> float | None:
+        """Mean per-frame error (mm) over the SMPL ``joints`` (names); None without joints or
+        per-joint errors."""
+        if self.per_joint_mm is None or not joints:
+            return None
+        return float(np.mean([self.per_joint_mm[SMPL_JOINT_NAMES.index(j)] for j in joints]))
 
     def finished(self) -> MethodResult:
         """Itself, the joint errors summed so far turned into their mean per frame."""
@@ -87,6 +95,27 @@ class Scorer:
         )
         result.seconds += seconds
         result.frames += seq.frames
+
+
+def methods_json(methods: dict[str, MethodResult]) -> dict[str, dict]:
+    """Each method as ``metrics.json`` holds it: label, frames, sequences, iterations, its time
+    over the network's, ``metrics`` (:meth:`MethodResult.averages`), per-joint errors and the
+    convergence curve."""
+    averages = {k: m.averages() for k, m in methods.items()}
+    net_ms = averages["network"]["ms_per_frame"] if "network" in averages else None
+    return {
+        k: {
+            "label": m.label,
+            "frames": m.frames,
+            "sequences": len(m.sequences),
+            "iterations": m.iterations,
+            "time_ratio_to_network": averages[k]["ms_per_frame"] / net_ms if net_ms else None,
+            "metrics": averages[k],
+            "per_joint_mm": None if m.per_joint_mm is None else m.per_joint_mm.tolist(),
+            "convergence": m.convergence,
+        }
+        for k, m in methods.items()
+    }
 
 
 def aggregate_records(records: list[dict]):

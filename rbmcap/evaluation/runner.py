@@ -2,7 +2,8 @@
 
 :func:`evaluate` opens the checkpoint and the data (:class:`EvalSetup`), builds the methods
 (:func:`build_methods`, see :mod:`rbmcap.evaluation.methods`) and scores each in turn
-(:func:`score`). Times are wall-clock milliseconds per frame in this process.
+(:func:`score`), with every plate seen and then once per occlusion condition
+(:mod:`rbmcap.evaluation.occlusion`). Times are wall-clock milliseconds per frame in this process.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rbmcap.evaluation.methods import (
     OracleStartMethod,
     SolverRun,
 )
+from rbmcap.evaluation.occlusion import Condition, conditions
 from rbmcap.evaluation.options import EvalOptions
 from rbmcap.evaluation.results import MethodResult, Scorer
 from rbmcap.evaluation.sequences import CounterpartSplit, Split
@@ -33,13 +35,31 @@ log = logging.getLogger("rbmcap.eval")
 
 def evaluate(opts: EvalOptions) -> dict:
     """Run the configured methods; returns the data the report is written from: ``options``,
-    ``dataset`` (what was evaluated) and ``methods`` (key → :class:`MethodResult`)."""
+    ``dataset`` (what was evaluated), ``methods`` (key → :class:`MethodResult`, every plate
+    seen) and ``occlusions`` (per condition of ``opts.occlude``: ``occluded`` plates,
+    ``near_joints`` and its own ``methods``)."""
     opts.validate()
     setup = EvalSetup.open(opts)
+    seen, *hidden = setup.conditions
+    methods = run_condition(setup, seen)
+    occlusions = [{**c.describe(), "methods": run_condition(setup, c)} for c in hidden]
+    return {
+        "options": opts.as_dict(),
+        "dataset": setup.describe(),
+        "methods": methods,
+        "occlusions": occlusions,
+    }
+
+
+def run_condition(setup: EvalSetup, condition: Condition) -> dict[str, MethodResult]:
+    """Every configured method on the split with ``condition``'s plates hidden."""
+    if condition.plates:
+        log.info("occluded for whole sequences: %s", condition.label)
+    split = setup.split(condition.indices)
     results: dict[str, MethodResult] = {}
-    for method in build_methods(setup):
-        results[method.key] = score(method, setup.split, setup.scorer, results)
-    return {"options": opts.as_dict(), "dataset": setup.describe(), "methods": results}
+    for method in build_methods(setup, points=not condition.plates):
+        results[method.key] = score(method, split, setup.scorer, results)
+    return results
 
 
 def score(method: Method, split: Split, scorer: Scorer, done: dict) -> MethodResult:
@@ -58,18 +78,21 @@ def score(method: Method, split: Split, scorer: Scorer, done: dict) -> MethodRes
 
 @dataclass
 class EvalSetup:
-    """What every method shares: the options, the network's predictor, the data, its body and
-    frame rate (Hz). Open with :meth:`open`."""
+    """What every method shares: the options, the network's predictor, the data, its body,
+    frame rate (Hz) and the evaluated conditions (every plate seen first, then each occlusion).
+    Open with :meth:`open`."""
 
     opts: EvalOptions
     predictor: object  # rbmcap.inference.Predictor
     data: object  # rbmcap.dataset.RBMDataset
     body: object  # rbmcap.body.BodyModel
     fps: float
+    conditions: tuple[Condition, ...] = (Condition(),)
 
     @classmethod
     def open(cls, opts: EvalOptions) -> EvalSetup:
-        """Load the checkpoint and the split; checks they belong together."""
+        """Load the checkpoint and the split; checks they belong together and that the occluded
+        plates are the data's."""
         from rbmcap.dataset import RBMDataset
         from rbmcap.inference import Predictor
 
@@ -88,15 +111,17 @@ class EvalSetup:
                 "checkpoint body %s differs from the data's %s", predictor.body_id, body.identity
             )
         fps = float(data.manifest.config.get("fps", 60.0))
-        return cls(opts, predictor, data, body, fps)
+        markers = data.manifest.config["markers"]["markers"]
+        conds = conditions(opts.occlude, markers, data.manifest.marker_set)
+        return cls(opts, predictor, data, body, fps, conds)
 
     @property
     def marker_set(self) -> str:
         return self.data.manifest.marker_set
 
-    @property
-    def split(self) -> Split:
-        return Split(self.data, self.opts.max_frames, self.opts.frames_per_sequence)
+    def split(self, hidden: tuple[int, ...] = ()) -> Split:
+        """The evaluated split with the plates ``hidden`` (indices) invalid in every frame."""
+        return Split(self.data, self.opts.max_frames, self.opts.frames_per_sequence, hidden)
 
     @property
     def scorer(self) -> Scorer:
@@ -128,9 +153,10 @@ class EvalSetup:
         }
 
 
-def build_methods(setup: EvalSetup) -> Iterator[Method]:
+def build_methods(setup: EvalSetup, points: bool = True) -> Iterator[Method]:
     """The configured methods in the order they run (later ones use earlier results); built
-    lazily, so a solver is made only when its turn comes."""
+    lazily, so a solver is made only when its turn comes. ``points``: include the point-marker
+    baseline if configured (not under occlusion: its data has no plates to hide)."""
     opts = setup.opts
     name = setup.predictor.model.hparams["network"]["name"]
     network = NetworkMethod(setup.predictor, f"network ({name}, {setup.marker_set})")
@@ -144,7 +170,7 @@ def build_methods(setup: EvalSetup) -> Iterator[Method]:
         yield HybridMethod(hybrid, network, plan)
         for f in opts.start_errors:
             yield OracleStartMethod(hybrid, network, plan, f)
-    if opts.point_data is not None:
+    if opts.point_data is not None and points:
         yield _point_baseline(setup)
 
 

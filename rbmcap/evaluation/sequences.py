@@ -9,6 +9,7 @@ import numpy as np
 
 from rbmcap.body.params import SMPLParams
 from rbmcap.errors import DataError
+from rbmcap.evaluation.occlusion import hide_plates
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,13 @@ class Sequence:
 @dataclass(frozen=True)
 class Split:
     """A dataset split as evaluated: each sequence's first ``per_sequence`` frames,
-    ``max_frames`` frames in all (None: no cap). Iterating reads it afresh."""
+    ``max_frames`` frames in all (None: no cap), the plates ``hidden`` (indices) invalid in every
+    frame (:mod:`rbmcap.evaluation.occlusion`). Iterating reads it afresh."""
 
     data: object  # rbmcap.dataset.RBMDataset
     max_frames: int | None = None
     per_sequence: int | None = None
+    hidden: tuple[int, ...] = ()
 
     def __iter__(self) -> Iterator[Sequence]:
         left = self.max_frames
@@ -70,6 +73,8 @@ class Split:
             cap = min(x for x in (left, self.per_sequence, entry.frames) if x is not None)
             if cap < entry.frames:
                 arrays = {k: v[:cap] for k, v in arrays.items()}
+            if self.hidden:
+                arrays["rbm_valid"] = hide_plates(arrays["rbm_valid"], self.hidden)
             seq = Sequence(entry.name, arrays)
             if left is not None:
                 left -= seq.frames

@@ -25,7 +25,9 @@ the BVH's joints are framed or how many helper joints it has:
    the bend of its neighbours — or their parent's rotation when nothing below them is mapped.
 5. The root path is the BVH root's, in metres, scaled by the ratio of SMPL's to the BVH's leg
    length so steps fit the SMPL legs; by default its height is then corrected wherever a foot is
-   planted so that foot rests on the floor (other proportions would make it sink or float).
+   planted so that foot rests on the floor (other proportions would make it sink or float), and
+   lifted wherever the body would still reach below the floor (a run's stance phases, where the
+   ball of the foot rarely stops; a climb, whose holds are taken for the floor).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import roma
 import torch
-from scipy.ndimage import gaussian_filter1d
+from scipy.ndimage import gaussian_filter1d, maximum_filter1d
 
 from rbmcap.configfiles import conf_dir, load_yaml_mapping
 from rbmcap.errors import ConfigError, FormatError
@@ -181,8 +183,9 @@ def retarget_bvh(
         floor: 'contacts' (default) puts the supporting foot on z = 0 in every frame where it
             is planted (slower than 0.2 m/s), blending the height correction smoothly across
             the frames between contacts, so SMPL's leg proportions do not make feet sink or
-            float; 'constant' only moves the whole motion so planted feet rest on z = 0 on
-            median; 'bvh' keeps the file's ground plane (height 0 along its up axis).
+            float, then lifts (smoothly) every frame whose lowest point would lie below the
+            floor onto it; 'constant' only moves the whole motion so planted feet rest on
+            z = 0 on median; 'bvh' keeps the file's ground plane (height 0 along its up axis).
         translation_scale: 'auto' scales the root path by SMPL's / the BVH's leg length; or a
             number (1.0 keeps the file's path in metres).
         name: the motion's name.
@@ -267,7 +270,23 @@ def _place_on_floor(motion: SMPLMotion, kin: MotionKinematics, floor: str) -> No
         return
     offset = _floor_offsets(motion, kin, per_frame=floor == "contacts")
     motion.trans[:, 2] -= offset
+    if floor == "contacts":
+        lift = _lift_above_floor(motion, kin)
+        motion.trans[:, 2] += lift
+        offset = offset - lift
     motion.source["floor_offset_m"] = float(np.median(offset))
+
+
+def _lift_above_floor(motion: SMPLMotion, kin: MotionKinematics) -> np.ndarray:
+    """(T,) smooth heights, at least each frame's depth below z = 0 (its lowest mesh point,
+    sampled as in :meth:`MotionKinematics.lowest_candidates`), that raise it onto the floor."""
+    lowest, _ = kin.lowest_candidates(motion.poses, motion.trans)
+    depth = np.maximum(-lowest, 0.0)
+    if not depth.any():
+        return depth
+    width = max(1, round(0.05 * motion.fps))
+    spread = maximum_filter1d(depth, size=2 * width + 1, mode="nearest")
+    return np.maximum(depth, gaussian_filter1d(spread, width / 2, mode="nearest"))
 
 
 def _floor_offsets(motion: SMPLMotion, kin: MotionKinematics, per_frame: bool) -> np.ndarray:

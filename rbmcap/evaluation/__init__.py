@@ -7,6 +7,9 @@
 - :mod:`~rbmcap.evaluation.runner`: :func:`evaluate`, a loop over the methods.
 - :mod:`~rbmcap.evaluation.oracle`: oracle starts for the hybrid study.
 - :mod:`~rbmcap.evaluation.report`: ``report.md``, ``metrics.json``, CSV and plots.
+- :mod:`~rbmcap.evaluation.occlusion`: plates hidden for whole sequences (``--occlude``), each
+  group a condition evaluated beside every plate seen; :mod:`~rbmcap.evaluation.occlusion_report`
+  its part of the report.
 
 :class:`EvalOptions` is imported eagerly (light: the CLI builds its parser from it); the rest
 on first use.

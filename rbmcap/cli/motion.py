@@ -23,6 +23,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     cmds = motion.add_subparsers(dest="motion_command", metavar="SUBCOMMAND", required=True)
 
+    _add_from_bvh(cmds)
+
+    p = cmds.add_parser("procedural", help="write a seeded library of procedural motions")
+    p.add_argument("--out", required=True, help="output folder (AMASS-like layout)")
+    p.add_argument("--num", type=int, required=True, help="number of motions")
+    p.add_argument("--seed", type=int, required=True, help="random seed")
+    p.add_argument("--kinds", nargs="+", default=None, help="motion kinds (default: all)")
+    p.add_argument(
+        "--subjects",
+        type=int,
+        default=None,
+        help="body shapes to spread the motions over (default num/4, at most 50)",
+    )
+    p.add_argument("--fps", type=float, default=60.0, help="frame rate (default 60)")
+    p.add_argument("--quiet", action="store_true", help="print only the summary line")
+    p.set_defaults(func=_procedural)
+
+    p = cmds.add_parser("info", help="summarise a motion file")
+    p.add_argument("file", help="motion .npz (AMASS SMPL+H / SMPL-X or rbmcap)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--model", default=None, help="body model for the quality figures (default: the stand-in)"
+    )
+    p.set_defaults(func=_info)
+
+    p = cmds.add_parser("render", help="draw a motion's skeleton as an animated GIF")
+    p.add_argument("file", help="motion .npz")
+    p.add_argument("--out", required=True, help="output .gif")
+    p.add_argument("--fps", type=float, default=15.0, help="GIF frame rate (default 15)")
+    p.add_argument("--max-frames", type=int, default=150, help="frame cap (default 150)")
+    p.set_defaults(func=_render)
+
+
+def _add_from_bvh(cmds: argparse._SubParsersAction) -> None:
     p = cmds.add_parser("from-bvh", help="retarget a BVH file (or a folder of them) to SMPL motion")
     p.add_argument("file", help="the .bvh file, or a folder of .bvh clips")
     p.add_argument(
@@ -56,36 +90,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--dataset", default=None, help="folder input: sub-dataset name (default: the folder's)"
     )
     p.set_defaults(func=_from_bvh)
-
-    p = cmds.add_parser("procedural", help="write a seeded library of procedural motions")
-    p.add_argument("--out", required=True, help="output folder (AMASS-like layout)")
-    p.add_argument("--num", type=int, required=True, help="number of motions")
-    p.add_argument("--seed", type=int, required=True, help="random seed")
-    p.add_argument("--kinds", nargs="+", default=None, help="motion kinds (default: all)")
-    p.add_argument(
-        "--subjects",
-        type=int,
-        default=None,
-        help="body shapes to spread the motions over (default num/4, at most 50)",
-    )
-    p.add_argument("--fps", type=float, default=60.0, help="frame rate (default 60)")
-    p.add_argument("--quiet", action="store_true", help="print only the summary line")
-    p.set_defaults(func=_procedural)
-
-    p = cmds.add_parser("info", help="summarise a motion file")
-    p.add_argument("file", help="motion .npz (AMASS SMPL+H / SMPL-X or rbmcap)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument(
-        "--model", default=None, help="body model for the quality figures (default: the stand-in)"
-    )
-    p.set_defaults(func=_info)
-
-    p = cmds.add_parser("render", help="draw a motion's skeleton as an animated GIF")
-    p.add_argument("file", help="motion .npz")
-    p.add_argument("--out", required=True, help="output .gif")
-    p.add_argument("--fps", type=float, default=15.0, help="GIF frame rate (default 15)")
-    p.add_argument("--max-frames", type=int, default=150, help="frame cap (default 150)")
-    p.set_defaults(func=_render)
 
 
 def _body(spec: str | None, gender: str = "neutral"):

@@ -195,19 +195,7 @@ def retarget_bvh(
     """
     joint_map = _checked_map(bvh, joint_map, floor)
     kin = MotionKinematics(body if body is not None else standin_body(), betas)
-    mapped = {_INDEX[s]: bvh.index(b) for s, b in joint_map.joints.items()}
-    units = joint_map.units_to_metres
-    bvh_rest, smpl_rest = bvh.rest_positions() * units, kin.rest_joints
-
-    b_rot, b_pos = bvh.global_transforms()
-    world = _world_from_bvh(joint_map.up_axis)
-    align = _alignment(joint_map.reference_frame, mapped, smpl_rest, bvh_rest, b_rot, b_pos * units)
-    globals_ = _smpl_global_rotations(mapped, align, world, torch.from_numpy(b_rot))
-    poses = roma.rotmat_to_rotvec(global_to_local(globals_)).numpy()
-
-    scale = _translation_scale(translation_scale, mapped, smpl_rest, bvh_rest)
-    root = b_pos[:, mapped[0]] * units * scale
-    trans = root @ world.numpy().T - smpl_rest[0]
+    poses, trans, scale = _retarget_arrays(bvh, joint_map, kin.rest_joints, translation_scale)
     drop = _dropped_first_frames(joint_map.first_frame, poses)
 
     motion = SMPLMotion(
@@ -224,6 +212,24 @@ def retarget_bvh(
         motion = motion.resample(fps)
     _place_on_floor(motion, kin, floor)
     return motion
+
+
+def _retarget_arrays(
+    bvh: BVH, joint_map: JointMap, smpl_rest: np.ndarray, translation_scale: float | str
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Every frame's SMPL poses (T, 24, 3) and translation (T, 3) (before floor placement), and
+    the root path's scale, for SMPL's rest joints ``smpl_rest`` (24, 3) metres."""
+    mapped = {_INDEX[s]: bvh.index(b) for s, b in joint_map.joints.items()}
+    units = joint_map.units_to_metres
+    bvh_rest = bvh.rest_positions() * units
+    b_rot, b_pos = bvh.global_transforms()
+    world = _world_from_bvh(joint_map.up_axis)
+    align = _alignment(joint_map.reference_frame, mapped, smpl_rest, bvh_rest, b_rot, b_pos * units)
+    globals_ = _smpl_global_rotations(mapped, align, world, torch.from_numpy(b_rot))
+    poses = roma.rotmat_to_rotvec(global_to_local(globals_)).numpy()
+    scale = _translation_scale(translation_scale, mapped, smpl_rest, bvh_rest)
+    root = b_pos[:, mapped[0]] * units * scale
+    return poses, root @ world.numpy().T - smpl_rest[0], scale
 
 
 def _checked_map(bvh: BVH, joint_map: JointMap | str | Path | None, floor: str) -> JointMap:

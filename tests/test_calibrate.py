@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import roma
 import torch
+from scenes import FPS, tpose_then_walk
 
-from rbmcap.body import load_body_model
 from rbmcap.calibrate import (
     Calibration,
     apply_calibration,
@@ -27,63 +27,31 @@ from rbmcap.calibrate import (
 from rbmcap.cli.main import main
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.geometry import nearest_rotation, rigid_registration, rotmat_geodesic_angle
-from rbmcap.io.capture import Capture
-from rbmcap.markers.synth import Synthesizer
-from rbmcap.motion.procedural import generate
 
-FPS, TPOSE, WALK, SEED, KEY = 60.0, 120, 120, 0, "calib"
+TPOSE, WALK, SEED, KEY = 120, 120, 0, "calib"
 
 
 @pytest.fixture(scope="module")
 def scene():
-    body = load_body_model("standin")
-    walk = generate("walk", seed=0, body=body)
-    tpose = np.zeros((TPOSE, 24, 3), np.float32)
-    tpose[:, 0] = walk.poses[0, 0]
-    poses = np.concatenate([tpose, walk.poses[:WALK]])
-    trans = np.concatenate([np.repeat(walk.trans[:1], TPOSE, 0), walk.trans[:WALK]])
-    real = Synthesizer(body, "rbm14", "realistic")
-    obs = real(poses, trans, walk.betas, fps=FPS, seed=SEED, key=KEY)
-    clean = Synthesizer(body, "rbm14")
-    ideal = clean(poses, trans, walk.betas, fps=FPS)
-    r_off, t_off = _random_offsets(len(real.markers), np.random.default_rng(13))
-    rot = torch.as_tensor(obs.rot, dtype=torch.float64)
-    r_phys = rot @ r_off
-    p_phys = torch.as_tensor(obs.pos, dtype=torch.float64) + (rot @ t_off[..., None])[..., 0]
-    capture = Capture(fps=FPS, names=real.markers.names, pos=p_phys.numpy(),
-                      rot=r_phys.numpy(), valid=obs.valid)  # fmt: skip
-    pert = real.perturbation(len(poses), FPS, SEED, KEY)
-    return dict(body=body, betas=walk.betas, synth=clean, capture=capture, pert=pert,
-                offsets=(r_off, t_off), ideal=ideal, real=obs)  # fmt: skip
+    return tpose_then_walk(TPOSE, WALK, seed=SEED, key=KEY)
 
 
 def _true_offsets(scene, frames=None) -> tuple[torch.Tensor, torch.Tensor]:
     """The physical offsets from the clean virtual plates: the placement composed with the applied
     offset; with ``frames`` [a, b), also the soft-tissue wobble averaged over them (what the
     plates really were offset by while the calibration looked)."""
-    pert, (r_off, t_off) = scene["pert"], scene["offsets"]
+    pert, (r_off, t_off) = scene.pert, scene.offsets
     r_place = roma.rotvec_to_rotmat(torch.as_tensor(pert.place_rotvec))
     t_place = torch.as_tensor(pert.place_offset)
     if frames is None:
         return r_place @ r_off, t_place + (r_place @ t_off[..., None])[..., 0]
     a, b = frames
-    w = torch.as_tensor(scene["capture"].valid[a:b], dtype=torch.float64)
+    w = torch.as_tensor(scene.capture.valid[a:b], dtype=torch.float64)
     r_wob = r_place @ roma.rotvec_to_rotmat(torch.as_tensor(pert.wobble_rotvec[a:b]))
     t = t_place + torch.as_tensor(pert.wobble_offset[a:b]) + (r_wob @ t_off[..., None])[..., 0]
     r = r_wob @ r_off
     t_mean = (t * w[..., None]).sum(0) / w.sum(0)[:, None]
     return nearest_rotation((r * w[..., None, None]).sum(0)), t_mean
-
-
-def _random_offsets(n: int, rng) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotations up to 15° about random axes, positions up to 3 cm (uniform in a ball)."""
-    axis = rng.normal(size=(n, 3))
-    axis /= np.linalg.norm(axis, axis=1, keepdims=True)
-    angle = np.deg2rad(rng.uniform(0.0, 15.0, (n, 1)))
-    direction = rng.normal(size=(n, 3))
-    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
-    t = direction * 0.03 * rng.uniform(0.0, 1.0, (n, 1)) ** (1 / 3)
-    return roma.rotvec_to_rotmat(torch.as_tensor(axis * angle)), torch.as_tensor(t)
 
 
 def _offset_errors(calib, scene, truth):
@@ -96,7 +64,7 @@ def _offset_errors(calib, scene, truth):
     D⁻¹ (V_i O_i') with V_i O_i. (With the true plates on the true-shape body instead, the
     comparison would be blind to the shape: both are rigid images of the same physical plates.)
     """
-    synth, (r_true, t_true) = scene["synth"], truth
+    synth, (r_true, t_true) = scene.synth, truth
     names = list(calib.plates)
     r_est = roma.rotvec_to_rotmat(
         torch.as_tensor(np.stack([calib.plates[n].rotation for n in names]))
@@ -119,14 +87,14 @@ def _offset_errors(calib, scene, truth):
 
 
 def test_tpose_detected_within_the_first_two_seconds(scene):
-    calib = calibrate(scene["capture"], scene["synth"], betas=scene["betas"])
+    calib = calibrate(scene.capture, scene.synth, betas=scene.betas)
     a, b = calib.frames
     assert 0 <= a < b <= TPOSE, f"T-pose window [{a}, {b}) not inside the first 2 s"
     assert b - a == FPS  # the 1 s window
 
 
 def test_offsets_recovered_with_shape_given(scene):
-    calib = calibrate(scene["capture"], scene["synth"], betas=scene["betas"])
+    calib = calibrate(scene.capture, scene.synth, betas=scene.betas)
     pos_mm, rot_deg, (common_mm, common_deg) = _offset_errors(
         calib, scene, _true_offsets(scene, calib.frames)
     )
@@ -140,15 +108,15 @@ def test_offsets_recovered_with_shape_given(scene):
 
 
 def test_offsets_and_shape_estimated(scene):
-    calib = calibrate(scene["capture"], scene["synth"])
+    calib = calibrate(scene.capture, scene.synth)
     truth = _true_offsets(scene, calib.frames)
     pos_mm, rot_deg, (common_mm, common_deg) = _offset_errors(calib, scene, truth)
-    body = scene["body"]
+    body = scene.body
     with torch.no_grad():
-        v_true = body.forward(torch.zeros(24, 3), scene["betas"]).vertices
+        v_true = body.forward(torch.zeros(24, 3), scene.betas).vertices
         v_est = body.forward(torch.zeros(24, 3), calib.betas.astype(np.float32)).vertices
     v2v_mm = float((v_true - v_est).norm(dim=-1).mean() * 1000)
-    beta_err = float(np.abs(calib.betas - scene["betas"][: len(calib.betas)]).mean())
+    beta_err = float(np.abs(calib.betas - scene.betas[: len(calib.betas)]).mean())
     report = (f"shape estimated: offset errors mean {pos_mm.mean():.1f} / max "
               f"{pos_mm.max():.1f} mm, "
               f"mean {rot_deg.mean():.2f} / max {rot_deg.max():.2f} deg; common transform "
@@ -161,11 +129,11 @@ def test_offsets_and_shape_estimated(scene):
 
 
 def test_apply_calibration_maps_physical_plates_onto_virtual(scene):
-    calib = calibrate(scene["capture"], scene["synth"], betas=scene["betas"])
-    mapped = apply_calibration(scene["capture"], calib)
+    calib = calibrate(scene.capture, scene.synth, betas=scene.betas)
+    mapped = apply_calibration(scene.capture, calib)
     after = slice(TPOSE, None)  # the walk, away from the T-pose
     valid = mapped.valid[after]
-    ideal, real = scene["ideal"], scene["real"]
+    ideal, real = scene.ideal, scene.observed
     pos_mm = np.linalg.norm(mapped.pos[after] - ideal.pos[after], axis=-1)[valid] * 1000
     rot_deg = np.rad2deg(
         rotmat_geodesic_angle(
@@ -185,12 +153,12 @@ def test_apply_calibration_maps_physical_plates_onto_virtual(scene):
     # once the body moves, no longer acts as one rigid transform.
     assert pos_mm.mean() < 14.0 and rot_deg.mean() < 3.5, report
     with pytest.raises(DataError, match="head"):
-        apply_calibration(scene["capture"], Calibration(calib.betas, calib.frames, calib.rotation,
+        apply_calibration(scene.capture, Calibration(calib.betas, calib.frames, calib.rotation,
                                                         calib.translation, {}))  # fmt: skip
 
 
 def test_calibration_yaml_round_trip(scene, tmp_path):
-    calib = calibrate(scene["capture"], scene["synth"], frames=(10, 100), betas=scene["betas"])
+    calib = calibrate(scene.capture, scene.synth, frames=(10, 100), betas=scene.betas)
     assert calib.frames == (10, 100)
     path = calib.save(tmp_path / "calib.yaml")
     back = Calibration.load(path)
@@ -206,8 +174,8 @@ def test_calibration_yaml_round_trip(scene, tmp_path):
 
 
 def test_cli_json_summary_and_one_line_errors(scene, tmp_path, capsys):
-    cap_path = scene["capture"].save(tmp_path / "cap.npz")
-    np.savez(tmp_path / "given.npz", betas=scene["betas"], poses=np.zeros((1, 72)))
+    cap_path = scene.capture.save(tmp_path / "cap.npz")
+    np.savez(tmp_path / "given.npz", betas=scene.betas, poses=np.zeros((1, 72)))
     out = tmp_path / "calib.yaml"
     args = ["calibrate", str(cap_path), "--betas", str(tmp_path / "given.npz"), "--out", str(out)]
     assert main([*args, "--json"]) == 0
@@ -220,7 +188,7 @@ def test_cli_json_summary_and_one_line_errors(scene, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--frames" in err[0]
     assert not (tmp_path / "x.yaml").exists()
-    scene["capture"].select(scene["capture"].names[1:]).save(tmp_path / "short.npz")
+    scene.capture.select(scene.capture.names[1:]).save(tmp_path / "short.npz")
     assert main(["calibrate", str(tmp_path / "short.npz"), "--out", str(tmp_path / "y.yaml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'head'" in err[0], err
@@ -235,4 +203,4 @@ def test_tpose_detection_counts_turning_plates_and_checks_frames(scene):
     rot[:, 0] = roma.rotvec_to_rotmat(torch.as_tensor(angle)[:, None] * torch.tensor([0, 0, 1.0]))
     assert detect_tpose(pos, rot, valid, 60.0)[0] >= 150
     with pytest.raises(DataError, match=r"\[0, 9999\) out of range"):
-        calibrate(scene["capture"], scene["synth"], frames=(0, 9999), betas=scene["betas"])
+        calibrate(scene.capture, scene.synth, frames=(0, 9999), betas=scene.betas)

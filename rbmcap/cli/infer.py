@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Run a trained checkpoint on a capture (.npz from "
                        "`rbmcap import`) and write the motion and its exports.")  # fmt: skip
     p.add_argument("capture", help="capture .npz written by `rbmcap import`")
-    p.add_argument("--ckpt", required=True, help="trained checkpoint (.ckpt)")
+    p.add_argument("--ckpt", required=True, help="checkpoint (.ckpt) or pretrained model name")
     p.add_argument("--calib", default=None, help="calibration YAML from `rbmcap calibrate`")
     p.add_argument("--out", required=True, help="motion .npz (AMASS style)")
     p.add_argument("--bvh", default=None, help="also write a BVH (SMPL skeleton, Y up, cm)")

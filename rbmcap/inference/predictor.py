@@ -38,12 +38,13 @@ class Predictor:
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str = "cpu", **kwargs) -> Predictor:
-        """Load a checkpoint written by ``train.py`` (safe loading: plain data only)."""
+        """Load a checkpoint written by ``train.py`` (safe loading: plain data only), or a
+        pretrained model shipped with rbmcap by its name (e.g. ``"standin-rbm14"``; see
+        :mod:`rbmcap.inference.pretrained`)."""
+        from rbmcap.inference.pretrained import resolve_checkpoint
         from rbmcap.training.module import RBMRegressor
 
-        path = Path(path)
-        if not path.is_file():
-            raise ModelError(f"{path}: no such checkpoint")
+        path = resolve_checkpoint(path)
         try:
             model = RBMRegressor.load_from_checkpoint(path, map_location=device, weights_only=True)
         except (RuntimeError, KeyError, TypeError, EOFError, ValueError) as exc:

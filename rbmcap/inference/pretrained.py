@@ -1,0 +1,125 @@
+"""Pretrained checkpoints shipped inside the package, resolved by name.
+
+A pretrained model is two files in ``rbmcap/pretrained/``: ``NAME.ckpt`` (the weights and
+hyper-parameters of a Lightning checkpoint, without optimiser state) and ``NAME.yaml`` (its card:
+the command that trained it, what it was trained on, and its accuracy on the fixed check set of
+:func:`check_accuracy`, measured when it was packed). ``Predictor.from_checkpoint("NAME")``,
+``rbmcap eval --ckpt NAME`` and ``rbmcap infer --ckpt NAME`` take the name wherever they take a
+path.
+
+The check set is small, fixed and made on the fly (no files): one procedural motion of each of
+:data:`CHECK_KINDS` on the stand-in body (seeds 0, 1, …, each motion's own body shape), the
+first :data:`CHECK_FRAMES` frames, synthesised with the ``realistic`` preset (seed 0). Its MPJPE
+(mm, no alignment) is a fingerprint of the weights and the pipeline: a changed synthesis,
+feature encoding or network code shows up as a changed figure.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+
+from rbmcap.errors import ModelError
+
+CHECK_KINDS = ("walk", "run", "squat", "reach", "jumping_jack", "kick")
+CHECK_FRAMES = 240
+CHECK_REALISM = "realistic"
+
+
+def pretrained_dir() -> Path:
+    """The folder of the shipped checkpoints (inside the installed package)."""
+    return Path(str(resources.files("rbmcap") / "pretrained"))
+
+
+def pretrained_names() -> list[str]:
+    """Names of the shipped checkpoints, sorted."""
+    folder = pretrained_dir()
+    return sorted(p.stem for p in folder.glob("*.ckpt")) if folder.is_dir() else []
+
+
+def resolve_checkpoint(spec: str | Path) -> Path:
+    """The checkpoint file ``spec`` names: an existing path, or a shipped model's name.
+
+    Raises:
+        ModelError: neither (the message lists the shipped names).
+    """
+    path = Path(spec)
+    if path.is_file():
+        return path
+    if str(spec) in pretrained_names():
+        return pretrained_dir() / f"{spec}.ckpt"
+    names = ", ".join(pretrained_names()) or "none"
+    raise ModelError(f"{spec}: no such checkpoint (file or pretrained model: {names})")
+
+
+def model_card(name: str) -> dict:
+    """The card (``NAME.yaml``) of a shipped model: ``command``, ``trained_on``, ``check``."""
+    resolve_checkpoint(name)
+    path = pretrained_dir() / f"{name}.yaml"
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def check_sequences(body) -> list[tuple[str, object, object]]:
+    """The fixed check set: (name, motion, observations) per :data:`CHECK_KINDS` kind."""
+    from rbmcap.markers.synth import Synthesizer
+    from rbmcap.motion.procedural import generate
+
+    synth = Synthesizer(body, "rbm14", CHECK_REALISM)
+    out = []
+    for seed, kind in enumerate(CHECK_KINDS):
+        m = generate(kind, seed=seed, body=body)
+        n = min(CHECK_FRAMES, m.num_frames)
+        obs = synth(m.poses[:n], m.trans[:n], m.betas, fps=m.fps, seed=0, key=f"check/{kind}")
+        out.append((f"{kind}_{seed}", m, obs))
+    return out
+
+
+@torch.no_grad()
+def check_accuracy(predictor) -> dict[str, float]:
+    """MPJPE (mm, no alignment) of ``predictor`` on the check set: per sequence and ``mean``
+    (the mean over sequences). The predictor must be an rbm14 model on the stand-in body."""
+    from rbmcap.inference.capture import checkpoint_body
+
+    body = checkpoint_body(predictor.body_id)
+    result = {}
+    for name, m, obs in check_sequences(body):
+        n = len(obs.pos)
+        params = predictor.predict(obs.pos, obs.rot, obs.valid)
+        pred = body.forward(params.poses, params.betas[: body.num_betas], params.trans).joints
+        true = body.forward(torch.as_tensor(m.poses[:n]), torch.as_tensor(m.betas),
+                            torch.as_tensor(m.trans[:n])).joints  # fmt: skip
+        err = (pred[:, :24] - true[:, :24]).norm(dim=-1).mean()
+        result[name] = round(float(err) * 1000.0, 3)
+    result["mean"] = round(float(np.mean(list(result.values()))), 3)
+    return result
+
+
+def pack_checkpoint(src: str | Path, name: str, card: dict, out_dir: str | Path | None = None):
+    """Write ``NAME.ckpt`` (``src`` without optimiser and loop state) and ``NAME.yaml`` (``card``
+    plus ``check``: the accuracy measured here) into ``out_dir`` (default: the package's folder).
+
+    Returns:
+        (checkpoint path, the card written).
+    """
+    from rbmcap.atomic import atomic_path, write_text_atomic
+    from rbmcap.inference.predictor import Predictor
+
+    folder = Path(out_dir) if out_dir is not None else pretrained_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    full = torch.load(resolve_checkpoint(src), map_location="cpu", weights_only=True)
+    keep = ("state_dict", "hyper_parameters", "hparams_name", "pytorch-lightning_version")
+    slim = {k: full[k] for k in keep if k in full}
+    slim["epoch"], slim["global_step"] = full.get("epoch", 0), full.get("global_step", 0)
+    dst = folder / f"{name}.ckpt"
+    with atomic_path(dst) as tmp:
+        torch.save(slim, tmp)
+    card = dict(card)
+    card["check"] = {"realism": CHECK_REALISM, "frames": CHECK_FRAMES,
+                     "mpjpe_mm": check_accuracy(Predictor.from_checkpoint(dst))}  # fmt: skip
+    card["size_mb"] = round(dst.stat().st_size / 2**20, 2)
+    write_text_atomic(folder / f"{name}.yaml", yaml.safe_dump(card, sort_keys=False))
+    return dst, card

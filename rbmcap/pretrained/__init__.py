@@ -1,0 +1,1 @@
+"""Pretrained checkpoints and their cards (see :mod:`rbmcap.inference.pretrained`)."""

@@ -159,3 +159,12 @@ def test_a_calibration_gives_its_betas_and_puts_the_body_on_its_plates(checkpoin
     pelvis = [m.trans + standin.rest_joints(torch.as_tensor(m.betas, dtype=torch.float32))[0]
               .numpy() for m in (plain, calibrated)]  # fmt: skip
     np.testing.assert_allclose(pelvis[0][7], pelvis[1][7], atol=1e-4)
+
+
+def test_progress_bar_counts_the_chunks_on_stderr(checkpoint, standin, capsys):
+    p = Predictor.from_checkpoint(checkpoint, chunk=40, overlap=5)
+    p.predict_capture(_capture(standin, 100), progress=True)
+    err = capsys.readouterr().err
+    assert "infer" in err and "3/3" in err  # 100 frames in chunks of 40 with 5 overlap
+    p.predict_capture(_capture(standin, 100))
+    assert capsys.readouterr().err == ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -39,7 +40,7 @@ def _infer(args: argparse.Namespace) -> int:
         from rbmcap.calibrate import Calibration
 
         calib = Calibration.load(args.calib)
-    motion = predictor.predict_capture(capture, calib)
+    motion = predictor.predict_capture(capture, calib, progress=sys.stderr.isatty())
     body = checkpoint_body(predictor.body_id, args.model)
     ply_dir = args.ply_dir
     if args.ply_every is not None and ply_dir is None:

@@ -167,13 +167,14 @@ def _gender(body_id: str) -> str:
     return gender if gender in GENDERS else "neutral"
 
 
-def predict_capture(predictor, capture, calibration=None) -> SMPLMotion:
+def predict_capture(predictor, capture, calibration=None, *, progress: bool = False) -> SMPLMotion:
     """SMPL motion of a capture (see the module docstring for each step).
 
     Args:
         predictor: a :class:`~rbmcap.inference.predictor.Predictor`.
         capture: a :class:`~rbmcap.io.capture.Capture` (world Z up, metres).
         calibration: ``None`` or a ``rbmcap.calibrate.Calibration`` of the same session.
+        progress: a progress bar over the network's chunks on stderr.
 
     Returns:
         :class:`SMPLMotion` with the capture's frame count and fps: ``poses`` (T, 24, 3),
@@ -190,7 +191,7 @@ def predict_capture(predictor, capture, calibration=None) -> SMPLMotion:
     obs = (cap.pos, cap.rot, cap.valid)
     if not same_rate:
         obs = resample_observations(*obs, cap.fps, fps)
-    params = predictor.predict(*obs)
+    params = predictor.predict(*obs, progress=progress)
     betas, trans = _calibrated_betas(predictor, params, calibration, obs)
     poses, trans = params.poses.double().numpy(), trans.double().numpy()
     if not same_rate:

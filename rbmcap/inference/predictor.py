@@ -8,6 +8,7 @@ or use a causal GRU's recurrent state. Missing plates are masked through ``valid
 from __future__ import annotations
 
 import collections
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -73,8 +74,9 @@ class Predictor:
         return pos, rot, valid
 
     @torch.no_grad()
-    def predict(self, pos, rot, valid) -> SMPLParams:
-        """Predict a whole sequence: pos (T, N, 3) m, rot (T, N, 3, 3), valid (T, N) bool.
+    def predict(self, pos, rot, valid, *, progress: bool = False) -> SMPLParams:
+        """Predict a whole sequence: pos (T, N, 3) m, rot (T, N, 3, 3), valid (T, N) bool;
+        ``progress`` shows a bar over the chunks on stderr.
 
         Returns:
             :class:`SMPLParams` (CPU float32): ``poses`` (T, 24, 3), ``betas`` (B,) averaged over
@@ -89,7 +91,10 @@ class Predictor:
         rotmats = torch.empty(t, 24, 3, 3)
         trans = torch.empty(t, 3)
         betas_sum, betas_n = torch.zeros(self.model.num_betas), 0
-        for k, s in enumerate(starts):
+        from tqdm import tqdm
+
+        bar = tqdm(starts, disable=not progress, unit="chunk", desc="infer", file=sys.stderr)
+        for k, s in enumerate(bar):
             e = min(s + self.chunk, t)
             out = self.model(*(x[s:e][None].to(self.device) for x in (pos, rot, valid)))
             lo = s if k == 0 else max(s + self.overlap, 0)
@@ -102,7 +107,9 @@ class Predictor:
             betas_n += hi - lo
         return SMPLParams.from_rotmats(rotmats, betas_sum / max(betas_n, 1), trans)
 
-    def predict_capture(self, capture, calibration=None, *, vertices: bool = False, body=None):
+    def predict_capture(
+        self, capture, calibration=None, *, vertices: bool = False, body=None, progress=False
+    ):
         """SMPL motion of a :class:`~rbmcap.io.capture.Capture` (plates matched by name,
         optional calibration, resampled to the training rate and back; see
         :mod:`rbmcap.inference.capture`).
@@ -114,7 +121,7 @@ class Predictor:
         """
         from rbmcap.inference.capture import checkpoint_body, predict_capture
 
-        motion = predict_capture(self, capture, calibration)
+        motion = predict_capture(self, capture, calibration, progress=progress)
         if not vertices:
             return motion
         from rbmcap.io.meshes import motion_vertices

@@ -119,6 +119,13 @@ def test_the_spine_bends_smoothly(walk):
         assert np.median(angle) < 10.0, name
 
 
+def test_the_toes_lie_straight(walk):
+    """The rig's toe bone is turned +27° from its foot bone when the foot is flat; copied, SMPL's
+    toes would stay bent up by that much, so the map keeps them straight."""
+    for name in ("left_foot", "right_foot"):
+        assert np.abs(walk.poses[:, _i(name)]).max() < 1e-9, name
+
+
 # ------------------------------------------------------------------------------ T-pose frames
 def _tpose_row(bvh, motion) -> np.ndarray:
     """Channel values of a frame in which ``bvh``'s rig holds SMPL's T-pose, facing the file's

@@ -76,6 +76,9 @@ class JointMap:
             a frame of the file in which the subject holds SMPL's T-pose (module docstring).
         first_frame: 'keep' the file's first frame, 'drop' it (a prepended T-pose), or
             'drop_if_tpose': drop it only where it retargets to a T-pose.
+        direction_only: mapped SMPL joints that only give their parent's bone its direction
+            and take no rotation of their own (their local rotation stays zero): for rig bones
+            whose neutral pose differs from SMPL's in a way the rest pose cannot tell.
         path: the YAML it came from, if any.
     """
 
@@ -85,6 +88,7 @@ class JointMap:
     up_axis: str = "y"
     reference_frame: int | None = None
     first_frame: str = "keep"
+    direction_only: tuple[str, ...] = ()
     path: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -104,6 +108,9 @@ class JointMap:
         ref = self.reference_frame
         if ref is not None and (isinstance(ref, bool) or not isinstance(ref, int) or ref < 0):
             raise ConfigError(f"{where}: reference_frame must be a frame index ≥ 0 or null")
+        loose = [j for j in self.direction_only if j not in self.joints or j == "pelvis"]
+        if loose:
+            raise ConfigError(f"{where}: direction_only names unmapped joint(s) {', '.join(loose)}")
         if self.first_frame not in FIRST_FRAME_MODES:
             raise ConfigError(
                 f"{where}: first_frame must be one of {', '.join(FIRST_FRAME_MODES)}, "
@@ -133,6 +140,7 @@ class JointMap:
             up_axis=str(data.get("up_axis", "y")).lower(),
             reference_frame=data.get("reference_frame"),
             first_frame=str(data.get("first_frame", "keep")),
+            direction_only=tuple(str(j) for j in data.get("direction_only") or ()),
             path=str(path),
         )
 
@@ -227,6 +235,7 @@ def _retarget_arrays(
     align = _alignment(joint_map.reference_frame, mapped, smpl_rest, bvh_rest, b_rot, b_pos * units)
     globals_ = _smpl_global_rotations(mapped, align, world, torch.from_numpy(b_rot))
     poses = roma.rotmat_to_rotvec(global_to_local(globals_)).numpy()
+    poses[:, [_INDEX[j] for j in joint_map.direction_only]] = 0.0
     scale = _translation_scale(translation_scale, mapped, smpl_rest, bvh_rest)
     root = b_pos[:, mapped[0]] * units * scale
     return poses, root @ world.numpy().T - smpl_rest[0], scale

@@ -92,6 +92,16 @@ def test_the_install_is_a_wheel_with_the_packaged_configuration(installed):
     assert {"rbm14", "rbm_a", "moshpp53"} <= set(markers)
 
 
+def test_the_wheel_ships_the_pretrained_model_by_name(installed):
+    bin_dir, env, work = installed
+    out = _run([bin_dir / "rbmcap", "pretrained", "list", "--json"], work, env).stdout
+    cards = json.loads(out)
+    assert "standin-rbm14" in cards and cards["standin-rbm14"]["check"]["mpjpe_mm"]["mean"] > 0
+    code = ("from rbmcap.inference import Predictor; "
+            "print(Predictor.from_checkpoint('standin-rbm14').marker_set)")  # fmt: skip
+    assert _run([bin_dir / "python", "-c", code], work, env).stdout.strip() == "rbm14"
+
+
 def test_body_info_as_a_command_and_as_a_module(installed):
     bin_dir, env, work = installed
     for argv in ([bin_dir / "rbmcap"], [bin_dir / "python", "-m", "rbmcap"]):

@@ -33,8 +33,15 @@ log = logging.getLogger("rbmcap.train")
 class DatasetRecipe:
     """How to make a dataset that does not exist yet: ``num`` procedural motions (master
     ``seed``, ``subjects`` body shapes, 0 for automatic) written to ``motions_dir`` (reused when it
-    already holds motions), then synthesised on ``body`` with the marker set ``markers`` (a
-    name, path or parsed mapping) and the ``realism`` preset at ``fps`` Hz."""
+    already holds motions), real motion from the BVH folders of ``bvh`` added beside them, then
+    all synthesised on ``body`` with the marker set ``markers`` (a name, path or parsed mapping)
+    and the ``realism`` preset at ``fps`` Hz.
+
+    Each ``bvh`` entry is a mapping: ``dir`` (a folder of clips, e.g. CMU on the iClone rig),
+    ``joint_map`` (e.g. ``iclone_cc``) and ``splits`` (subject → val/test; other subjects
+    train), retargeted with :func:`rbmcap.motion.folder.build_motion_folder` into
+    ``motions_dir/<dir name>/`` and merged into the split lists.
+    """
 
     motions_dir: Path
     num: int
@@ -44,6 +51,7 @@ class DatasetRecipe:
     markers: str | dict[str, Any]
     realism: str
     fps: float
+    bvh: tuple[dict[str, Any], ...]
 
 
 def make_dataset(path: Path, recipe: DatasetRecipe) -> None:
@@ -62,6 +70,8 @@ def make_dataset(path: Path, recipe: DatasetRecipe) -> None:
                      recipe.seed)  # fmt: skip
             generate_library(motions, recipe.num, recipe.seed, fps=recipe.fps,
                              num_subjects=recipe.subjects or None, body=body)  # fmt: skip
+        for source in recipe.bvh:
+            add_bvh_motions(motions, source, recipe.fps, body)
         name = recipe.markers if isinstance(recipe.markers, str) else recipe.markers.get("name")
         log.info("generating dataset %s: synthesising %s (markers %s, realism %s)", path,
                  motions, name, recipe.realism)  # fmt: skip
@@ -80,6 +90,24 @@ def make_dataset(path: Path, recipe: DatasetRecipe) -> None:
             ),
             body=body,
         )
+
+
+def add_bvh_motions(motions: Path, source: dict[str, Any], fps: float, body) -> None:
+    """Retarget the BVH folder ``source['dir']`` into ``motions`` unless it is there already
+    (see :class:`DatasetRecipe`)."""
+    from rbmcap.motion.folder import build_motion_folder
+
+    folder = Path(str(source["dir"]))
+    if not folder.is_dir():
+        raise DataError(f"{folder}: no such folder of BVH clips (data.generate.bvh)")
+    if (motions / folder.name).is_dir():
+        return
+    log.info("retargeting the BVH clips of %s into %s (joint map %s)", folder, motions,
+             source["joint_map"])  # fmt: skip
+    splits = {str(k): str(v) for k, v in dict(source.get("splits") or {}).items()}
+    lists = build_motion_folder(folder, motions, str(source["joint_map"]), splits=splits,
+                                fps=fps, body=body)  # fmt: skip
+    log.info("real motion: %s", ", ".join(f"{k} {len(v)}" for k, v in lists.items()))
 
 
 def check_marker_set(path: Path, markers: MarkerSet) -> None:

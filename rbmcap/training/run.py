@@ -86,6 +86,7 @@ def build_datamodule(cfg: DictConfig, markers) -> RBMDataModule:
             subjects=int(gen.get("subjects") or 0), body=str(data.body),
             markers=OmegaConf.to_container(cfg.markers, resolve=True), realism=str(data.realism),
             fps=float(data.fps),
+            bvh=tuple(OmegaConf.to_container(gen.bvh, resolve=True) if gen.get("bvh") else ()),
         )  # fmt: skip
     return RBMDataModule(
         data.path, window=int(data.window), batch_size=int(data.batch_size),

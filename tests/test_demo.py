@@ -33,3 +33,18 @@ def test_quick_demo_runs_every_stage_and_reports_finite_figures(tmp_path, capsys
     assert base["frames"] <= QUICK.eval_frames
     assert base["convergence"][0]["iterations"][-1] == QUICK.solver_iterations
     assert "claim:" in printed and (out / "eval" / "report.md").is_file()
+
+
+def test_pretrained_demo_trains_nothing_and_scores_like_its_card(tmp_path, capsys):
+    from rbmcap.inference.pretrained import model_card
+
+    out = tmp_path / "demo"
+    assert main(["demo", "--quick", "--pretrained", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["train"]["pretrained"] == "standin-rbm14"
+    assert not (out / "train").exists()  # no training run, no checkpoint written
+    assert "data.generate.seed=1" in json.dumps(summary) or "_s1_" in summary["train"]["data_path"]
+    card_mm = model_card("standin-rbm14")["check"]["mpjpe_mm"]["mean"]
+    network_mm = summary["eval"]["network"]["mpjpe_mm"]
+    print(f"pretrained on unseen demo data: {network_mm:.1f} mm (card {card_mm:.1f} mm)")
+    assert network_mm < 2.0 * card_mm

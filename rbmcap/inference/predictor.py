@@ -137,9 +137,11 @@ class Predictor:
 class StreamSession:
     """Feed frames one at a time with :meth:`push`; each call returns that frame's answer.
 
-    A causal GRU keeps its recurrent state (constant cost per frame); other networks re-run on
-    the last ``context`` frames (a non-causal network then sees no future frames, so its answer
-    for the newest frame is that of a window's last frame).
+    A causal GRU keeps its recurrent state (constant cost per frame), and its betas are the
+    running mean over the frames so far, so the stream answers exactly as the network run
+    offline on the whole sequence does; other networks re-run on the last ``context`` frames
+    (a non-causal network then sees no future frames, so its answer for the newest frame is
+    that of a window's last frame).
     """
 
     def __init__(self, predictor: Predictor, context: int) -> None:
@@ -149,8 +151,11 @@ class StreamSession:
         self.state = None
         net = predictor.model.net
         self.recurrent = hasattr(net, "step")
+        self.frames = 0
+        self.betas_sum: torch.Tensor | None = None
+        """Sum of the betas outputs so far, in float64 (as the offline running mean sums)."""
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def push(self, pos, rot, valid) -> tuple[np.ndarray, np.ndarray]:
         """One frame: pos (N, 3), rot (N, 3, 3), valid (N,).
 
@@ -159,12 +164,19 @@ class StreamSession:
         pos, rot, valid = self.p._check(np.asarray(pos)[None], np.asarray(rot)[None],
                                         np.asarray(valid)[None])  # fmt: skip
         model = self.p.model
-        if self.recurrent:
-            x, ctx = model.encoder(*(v[None].to(self.p.device) for v in (pos, rot, valid)))
-            y, self.state = model.net.step(x[:, 0], self.state)
-            out = model.decode_outputs(y[:, None], ctx)
+        if not self.recurrent:
+            self.buffer.append((pos[0], rot[0], valid[0]))
+            window = [torch.stack(v)[None].to(self.p.device) for v in zip(*self.buffer)]
+            out = model(*window)
             return out["rotmats"][0, -1].cpu().numpy(), out["trans"][0, -1].cpu().numpy()
-        self.buffer.append((pos[0], rot[0], valid[0]))
-        window = [torch.stack(v)[None].to(self.p.device) for v in zip(*self.buffer)]
-        out = model(*window)
+        x, ctx = model.encoder(*(v[None].to(self.p.device) for v in (pos, rot, valid)))
+        y, self.state = model.net.step(x[:, 0], self.state)
+        y = y[:, None]
+        betas = None
+        if model.is_causal:
+            b = model.betas_outputs(y).double()
+            self.betas_sum = b if self.betas_sum is None else self.betas_sum + b
+            self.frames += 1
+            betas = self.betas_sum.to(y.dtype) / self.frames
+        out = model.decode_outputs(y, ctx, betas=betas)
         return out["rotmats"][0, -1].cpu().numpy(), out["trans"][0, -1].cpu().numpy()

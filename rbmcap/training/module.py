@@ -38,6 +38,9 @@ IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 """Added to the network's 6D outputs so an untrained network starts near the identity rotation
 (and never at the degenerate all-zero 6D vector)."""
 
+PARENT_INDEX = [max(p, 0) for p in SMPL_PARENTS]
+"""Each SMPL joint's parent (the pelvis its own), for global → local rotations."""
+
 
 class RBMRegressor(L.LightningModule):
     """Regression network from RBM observations to SMPL parameters.
@@ -127,9 +130,14 @@ class RBMRegressor(L.LightningModule):
         if self.global_rotations and self.encoder.has_prior:
             _zero_output_layer(self.net, self.out_dim)
         self.joint_model = JointModel(jt, js)
-        self.register_buffer("identity_6d", torch.tensor(IDENTITY_6D), persistent=False)
+        self._register_constants()
         self.rotation_loss = rotation_loss(self.loss_cfg["rotation"])
         self._generator = torch.Generator().manual_seed(seed)
+
+    def _register_constants(self) -> None:
+        """Decoding's constant tensors, as buffers (they follow the module's device; not saved)."""
+        self.register_buffer("identity_6d", torch.tensor(IDENTITY_6D), persistent=False)
+        self.register_buffer("smpl_parents", torch.tensor(PARENT_INDEX), persistent=False)
 
     @property
     def is_causal(self) -> bool:
@@ -148,28 +156,38 @@ class RBMRegressor(L.LightningModule):
         x, ctx = self.encoder(pos, rot, valid)
         return self.decode_outputs(self.net(x), ctx)
 
-    def decode_outputs(self, y: torch.Tensor, ctx) -> dict[str, torch.Tensor]:
-        """Network outputs (B, T, out_dim) → SMPL parameters in the world (see :meth:`forward`)."""
+    def decode_outputs(
+        self, y: torch.Tensor, ctx, betas: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Network outputs (B, T, out_dim) → SMPL parameters in the world (see :meth:`forward`).
+
+        ``betas`` (B, T, num_betas), when given, replaces the average of the window's betas
+        outputs (a stream passes the running mean over its past, see :meth:`betas_outputs`).
+        """
         sixd = y[..., : 24 * 6].reshape(*y.shape[:-1], 24, 6) + self.identity_6d
         rots = rotation_6d_to_matrix(sixd.float())
         if self.global_rotations and ctx.prior is not None:
             rots = ctx.prior @ rots  # the network corrects the plates' bone estimates
         if self.global_rotations:
-            parents = torch.tensor([max(p, 0) for p in SMPL_PARENTS], device=rots.device)
-            local = rots[..., parents, :, :].transpose(-1, -2) @ rots
+            local = rots[..., self.smpl_parents, :, :].transpose(-1, -2) @ rots
             rots = torch.cat([rots[..., :1, :, :], local[..., 1:, :, :]], dim=-3)
-        b = y[..., 24 * 6 : 24 * 6 + self.num_betas]
-        if self.is_causal:
-            steps = torch.arange(1, b.shape[-2] + 1, device=b.device, dtype=b.dtype)[:, None]
-            betas = b.cumsum(dim=-2) / steps
-        else:
-            betas = b.mean(dim=-2, keepdim=True).expand_as(b)
+        if betas is None:
+            b = self.betas_outputs(y)
+            if self.is_causal:
+                steps = torch.arange(1, b.shape[-2] + 1, device=b.device, dtype=b.dtype)[:, None]
+                betas = b.cumsum(dim=-2) / steps
+            else:
+                betas = b.mean(dim=-2, keepdim=True).expand_as(b)
         # The network places the pelvis joint (rotation-equivariant, unlike SMPL's trans, which
         # is the pelvis minus its rest position J0(betas) in the fixed canonical frame).
         root, pelvis = FeatureEncoder.decode_root(rots[..., 0, :, :], y[..., -3:], ctx)
         trans = pelvis - self.joint_model.rest_joints(betas)[..., 0, :]
         rotmats = torch.cat([root[..., None, :, :], rots[..., 1:, :, :]], dim=-3)
         return {"rotmats": rotmats, "betas": betas, "trans": trans}
+
+    def betas_outputs(self, y: torch.Tensor) -> torch.Tensor:
+        """The per-frame betas (..., T, num_betas) among network outputs (..., T, out_dim)."""
+        return y[..., 24 * 6 : 24 * 6 + self.num_betas]
 
     # --------------------------------------------------------------------------- steps
     def _targets(self, batch):

@@ -33,6 +33,8 @@ off by the subject's shape, which the network corrects).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from rbmcap.geometry.gaps import fill_gaps
@@ -51,6 +53,10 @@ PELVIS_POINTS: tuple[int, ...] = (1, 2, 3, 6, 9)
 
 class KinematicPrior(torch.nn.Module):
     """Bone rotations (24) and pelvis position from plate observations.
+
+    The tree is walked one depth at a time, each depth's joints in a few batched products (its
+    plated joints together, its swung joints together, ...): the maths of a joint-by-joint walk
+    in far fewer calls, which is what a stream's single frame pays for.
 
     Args:
         marker_joints: (N,) SMPL joint carrying each plate (at most one plate per joint).
@@ -87,6 +93,9 @@ class KinematicPrior(torch.nn.Module):
         # a plate on the pelvis gives it directly; else the hip and spine joints fix it
         pelvis_plated = 0 in self.carrier
         self.points = [] if pelvis_plated else [j for j in PELVIS_POINTS if j in self.carrier]
+        # the pelvis's stand-in: the first visible plate along the torso (so tried last)
+        self.torso = [self.carrier[j] for j in reversed(TORSO_CHAIN) if j in self.carrier]
+        rj = torch.zeros(24, 3, dtype=dtype)
         if self.has_position:
             rest_pos = torch.as_tensor(plate_rest_pos, dtype=dtype)
             rj = torch.as_tensor(rest_joints, dtype=dtype)
@@ -94,10 +103,15 @@ class KinematicPrior(torch.nn.Module):
             self.register_buffer("rest_offset", rest_pos - rj[joints], persistent=False)
             point_markers = torch.tensor([self.carrier[j] for j in self.points], dtype=torch.long)
             self.register_buffer("point_markers", point_markers, persistent=False)
+            self.register_buffer("point_rest", rj[self.points], persistent=False)
+            self.register_buffer("point_offset", rj[self.points] - rj[0], persistent=False)
             for j in range(1, 24):
                 kids = [c for c in range(24) if SMPL_PARENTS[c] == j and c in self.carrier]
                 if j not in self.carrier and kids:
                     self.swing[j] = kids[0]
+        levels, order = _tree_levels(self.carrier, self.swing, self.plan, rj)
+        self.levels = torch.nn.ModuleList(levels)
+        self.register_buffer("order", order, persistent=False)
 
     def forward(
         self,
@@ -120,54 +134,55 @@ class KinematicPrior(torch.nn.Module):
             rotations (..., T, 24, 3, 3) global bone rotations, and the pelvis position
             (..., T, 3) (None without rest positions).
         """
-        eye = torch.eye(3, dtype=bone.dtype, device=bone.device).expand(*bone.shape[:-3], 3, 3)
         seen_rot = valid
         if self.fill:
             bone, seen_rot = fill_gaps(bone, valid, self.parents)
         ok = seen_rot[..., None, None]
-        own = {j: (bone[..., m, :, :], ok[..., m, :, :]) for j, m in self.carrier.items()}
         if fallback is None:
             r = self.root_marker
+            eye = torch.eye(3, dtype=bone.dtype, device=bone.device)
             fallback = torch.where(ok[..., r, :, :], bone[..., r, :, :], eye)
         where = None
         if self.has_position:
             where = pos - (bone @ self.rest_offset[..., None])[..., 0]  # each plate's joint
-        rots = torch.stack(self._down_the_tree(own, fallback, where, valid, eye), dim=-3)
+        rots = self._down_the_tree(bone, ok, fallback, where, valid)
         pelvis = None if where is None else self._place(rots, where, valid)
         return rots, pelvis
 
-    def _down_the_tree(self, own, fallback, where, valid, eye) -> list[torch.Tensor]:
-        """The 24 global rotations (..., 3, 3), parents first, by the rules of the module
-        docstring; joint positions follow along where ``where`` (each plate's joint) is given."""
+    def _down_the_tree(self, bone, ok, fallback, where, valid) -> torch.Tensor:
+        """The 24 global rotations (..., 24, 3, 3) by the rules of the module docstring, one
+        depth at a time (see :class:`_Level`); joint positions follow along where ``where``
+        (each plate's joint) is given, as far down as a swung joint needs them."""
         # the pelvis: nearest visible plate up the torso, refined by the rigid fit where possible
-        root = _nearest_torso_rotation(own, fallback)
-        at: list[torch.Tensor | None] = [None] * 24  # joint positions, down the tree
+        root = fallback
+        for m in self.torso:
+            root = torch.where(ok[..., m, :, :], bone[..., m, :, :], root)
+        at = None  # the positions a level passes down (see _Level)
         if where is not None:
-            root, at[0] = self._pelvis(where, valid, root)
+            root, at = self._pelvis(where, valid, root)
             if 0 in self.carrier:
                 m = self.carrier[0]
-                at[0] = torch.where(valid[..., m, None], where[..., m, :], at[0])
-        rots: list[torch.Tensor] = [root] + [eye] * 23
-        for j in range(1, 24):
-            p = SMPL_PARENTS[j]
-            parent = rots[p]
-            if at[p] is not None:
-                bone_vec = self.rest_joints[j] - self.rest_joints[p]
-                at[j] = at[p] + (parent @ bone_vec[..., None])[..., 0]
-            if j in own:
-                rots[j] = torch.where(own[j][1], own[j][0], parent)
-                if where is not None:
-                    seen = valid[..., self.carrier[j], None]
-                    at[j] = torch.where(seen, where[..., self.carrier[j], :], at[j])
-            elif j in self.swing:
-                rots[j] = self._swing(j, parent, at[j], where, valid)
-            elif j in self.plan:
-                below, fraction = self.plan[j]
-                target, seen = own[below]
-                rots[j] = torch.where(seen, rotmat_slerp(parent, target, fraction), parent)
-            else:
-                rots[j] = parent
-        return rots
+                at = torch.where(valid[..., m, None], where[..., m, :], at)
+            at = at[..., None, :]
+        rots = [root[..., None, :, :]]
+        for level in self.levels:
+            parent = rots[-1][..., level.parent, :, :]
+            if level.num_pos:
+                at = level.positions(rots[-1], at, where, valid)
+            pieces = []
+            if level.num_own:
+                own = level.own_markers
+                mine = parent[..., : level.num_own, :, :]
+                pieces.append(torch.where(ok[..., own, :, :], bone[..., own, :, :], mine))
+            if level.num_swing:
+                pieces.append(self._swing(level, parent, at, where, valid))
+            if level.num_plan:
+                mine = parent[..., level.num_own + level.num_swing :, :, :]
+                below = level.plan_markers
+                slerped = rotmat_slerp(mine, bone[..., below, :, :], level.fractions)
+                pieces.append(torch.where(ok[..., below, :, :], slerped, mine))
+            rots.append(pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=-3))
+        return torch.cat(rots, dim=-3)[..., self.order, :, :]
 
     def _place(self, rots, where, valid):
         """Pelvis position (..., 3): the mean, over visible plates, of the plate's joint position
@@ -177,38 +192,113 @@ class KinematicPrior(torch.nn.Module):
         w = valid.to(where.dtype)[..., None]
         return ((where - offsets) * w).sum(-2) / w.sum(-2).clamp_min(1.0)
 
-    def _swing(self, j, parent_rot, here, where, valid):
-        """Parent's rotation swung so joint j's bone points at its plated child's position."""
-        c = self.swing[j]
-        rj = self.rest_joints
-        bone = (parent_rot @ (rj[c] - rj[j])[..., None])[..., 0]
-        target = where[..., self.carrier[c], :] - here
+    def _swing(self, level, parent, at, where, valid):
+        """A level's unplated joints with a plated child (..., S, 3, 3): the parent's rotation
+        swung so the joint's bone points at the child's position."""
+        n = level.num_own
+        parent_rot = parent[..., n : n + level.num_swing, :, :]
+        bone = (parent_rot @ level.swing_bones[..., None])[..., 0]
+        child = level.swing_children
+        target = where[..., child, :] - at[..., : level.num_swing, :]
         swung = rotation_between(bone, target) @ parent_rot
-        return torch.where(valid[..., self.carrier[c], None, None], swung, parent_rot)
+        return torch.where(valid[..., child, None, None], swung, parent_rot)
 
     def _pelvis(self, where, valid, fallback):
         """Pelvis rotation and position from the point joints the plates give (see the module
         docstring); without them, ``fallback`` and the mean over none (zeros)."""
         joints = where[..., self.point_markers, :]
         w = valid[..., self.point_markers].to(where.dtype)
-        rest = self.rest_joints[self.points]
         rot = fallback
         if len(self.points) >= 3:
-            fit, _ = points_rotation(rest, joints, w)
+            fit, _ = points_rotation(self.point_rest, joints, w)
             rot = torch.where((w.sum(-1) >= 3)[..., None, None], fit, fallback)
         # each visible point joint places the pelvis through the rest offset, rotated by `rot`
-        guess = joints - (rot[..., None, :, :] @ (rest - self.rest_joints[0])[..., None])[..., 0]
+        guess = joints - (rot[..., None, :, :] @ self.point_offset[..., None])[..., 0]
         return rot, (guess * w[..., None]).sum(-2) / w.sum(-1, keepdim=True).clamp_min(1.0)
 
 
-def _nearest_torso_rotation(own: dict, fallback: torch.Tensor) -> torch.Tensor:
-    """(..., 3, 3) the rotation of the first visible plated joint along :data:`TORSO_CHAIN`
-    (``own``: joint → (rotation, visible)), else ``fallback``."""
-    root = fallback
-    for j in reversed(TORSO_CHAIN):
-        if j in own:
-            root = torch.where(own[j][1], own[j][0], root)
-    return root
+class _Level(torch.nn.Module):
+    """One depth of the tree walk: the joints whose rotations are worked out there, plated ones
+    first, then swung, then interpolated, each group in one batched step. (A joint without a
+    rule of its own only copies its parent's rotation; it is left out and copied at the end.)
+
+    Index buffers, not saved (they follow from the marker set): ``parent`` (K,) each joint's
+    parent, i.e. its nearest worked-out ancestor, in the previous level; ``own_markers`` (the
+    plated joints' plates); ``swing_children`` and ``swing_bones`` (a swung joint's plated
+    child's plate and the rest bone from the joint to that child); ``plan_markers`` and
+    ``fractions`` (an interpolated joint's plated joint below and how far towards it).
+
+    Positions: those of the level's joints that a swung joint at or below needs (swung ones
+    first): each is its parent's position (index ``pos_parent`` in the previous level's
+    positions, rotation ``pos_parent_rot`` in the previous level) plus the rest bone
+    ``pos_bones`` turned by that rotation, or its plate's joint (``pos_markers``) where
+    ``pos_plated`` and seen.
+    """
+
+    def __init__(self, plan: dict[str, torch.Tensor]) -> None:
+        super().__init__()
+        self.num_own, self.num_swing = len(plan["own_markers"]), len(plan["swing_children"])
+        self.num_plan, self.num_pos = len(plan["plan_markers"]), len(plan["pos_markers"])
+        for name, value in plan.items():
+            self.register_buffer(name, value, persistent=False)
+
+    def positions(self, prev_rots, prev_at, where, valid):
+        """(..., P, 3) this level's joint positions from the previous level's rotations
+        (..., K', 3, 3) and positions (..., P', 3)."""
+        turn = prev_rots[..., self.pos_parent_rot, :, :]
+        at = prev_at[..., self.pos_parent, :] + (turn @ self.pos_bones[..., None])[..., 0]
+        seen = valid[..., self.pos_markers] & self.pos_plated
+        return torch.where(seen[..., None], where[..., self.pos_markers, :], at)
+
+
+def _tree_levels(carrier, swing, plan, rest_joints) -> tuple[list[_Level], torch.Tensor]:
+    """The walk's levels below the pelvis and the order (24,) that picks each joint's rotation
+    out of the levels' concatenated ones (a joint without a rule of its own takes its nearest
+    worked-out ancestor's). Long because it lays out every index of the walk in one place."""
+    # rule per joint: 1 plated, 2 swung, 3 interpolated, None copies its parent
+    rule = {j: 1 if j in carrier else 2 if j in swing else 3 if j in plan else None
+            for j in range(1, 24)}  # fmt: skip
+    src = [0] * 24  # the worked-out joint whose rotation each joint takes
+    depth = {0: 0}
+    for j in range(1, 24):
+        up = src[SMPL_PARENTS[j]]
+        src[j] = up if rule[j] is None else j
+        if rule[j] is not None:
+            depth[j] = depth[up] + 1
+    need_pos = set()  # joints whose positions the swings need: themselves and their ancestors
+    for j in swing:
+        while j not in need_pos:
+            need_pos.add(j)
+            j = src[SMPL_PARENTS[j]] if j else 0
+    by_depth = [[0]] + [
+        sorted((j for j in depth if depth[j] == d), key=lambda j: (rule[j], j))
+        for d in range(1, max(depth.values()) + 1)
+    ]
+    pos_by_depth = [[0] if need_pos else []]
+    levels = []
+    long = functools.partial(torch.tensor, dtype=torch.long)
+    for d in range(1, len(by_depth)):
+        js, prev = by_depth[d], by_depth[d - 1]
+        pos = sorted((j for j in js if j in need_pos), key=lambda j: (rule[j] != 2, rule[j], j))
+        pos_by_depth.append(pos)
+        pos_up = [src[SMPL_PARENTS[j]] for j in pos]
+        swung = [j for j in js if rule[j] == 2]
+        planned = [j for j in js if rule[j] == 3]
+        levels.append(_Level({
+            "parent": long([prev.index(src[SMPL_PARENTS[j]]) for j in js]),
+            "own_markers": long([carrier[j] for j in js if rule[j] == 1]),
+            "swing_children": long([carrier[swing[j]] for j in swung]),
+            "swing_bones": rest_joints[[swing[j] for j in swung]] - rest_joints[swung],
+            "plan_markers": long([carrier[plan[j][0]] for j in planned]),
+            "fractions": torch.tensor([plan[j][1] for j in planned], dtype=rest_joints.dtype),
+            "pos_parent": long([pos_by_depth[d - 1].index(u) for u in pos_up]),
+            "pos_parent_rot": long([prev.index(u) for u in pos_up]),
+            "pos_bones": rest_joints[pos] - rest_joints[pos_up],
+            "pos_markers": long([carrier.get(j, 0) for j in pos]),
+            "pos_plated": torch.tensor([j in carrier for j in pos], dtype=torch.bool),
+        }))  # fmt: skip
+    flat = [j for js in by_depth for j in js]
+    return levels, long([flat.index(src[j]) for j in range(24)])
 
 
 def _interpolation_plan(carrier: dict[int, int]) -> dict[int, tuple[int, float]]:

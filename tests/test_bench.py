@@ -32,9 +32,11 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
          "inference_frames_per_second"},
     ),
     "infer": (
-        {"model", "features", "frames", "stream_context_frames"},
+        {"model", "features", "frames", "stream_model", "stream_features", "stream_recurrent",
+         "stream_context_frames", "stream_threads"},
         {"batch_frames_per_second", "batch_ms_per_frame", "stream_latency_ms_p50",
-         "stream_latency_ms_p99"},
+         "stream_latency_ms_p99", "stream_latency_ms_p50_1thread",
+         "stream_latency_ms_p99_1thread", "stream_frames_timed"},
     ),
     "baseline": (
         {"model", "markers", "frames", "iterations", "mpjpe_mm", "curve"},
@@ -77,6 +79,22 @@ def test_quick_bench_prints_one_json_object_with_its_figures(name, capsys):
         assert result[key] > 0, f"{name}.{key} = {result[key]}"
     if "max_abs_difference_m" in result:  # the fast and the reference path agree
         assert 0 <= result["max_abs_difference_m"] < 1e-5
+
+
+def test_bench_infer_times_the_causal_models_recurrent_stream_on_one_thread_too(capsys):
+    """Batch figures are the offline default model's; stream figures the causal GRU's, which
+    streams through its recurrent state, on all threads and on one (then restored)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    capsys.readouterr()
+    assert main(["bench", "infer", "--quick", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["model"] == "transformer" and result["features"] == "kinematic"
+    assert result["stream_model"] == "causal_gru" and result["stream_recurrent"] is True
+    assert result["stream_threads"] == threads == torch.get_num_threads()
+    assert result["stream_latency_ms_p50"] <= result["stream_latency_ms_p99"]
+    assert result["stream_latency_ms_p50_1thread"] <= result["stream_latency_ms_p99_1thread"]
 
 
 def test_unknown_benchmark_is_one_line_and_exit_2(capsys):

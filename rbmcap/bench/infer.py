@@ -1,9 +1,12 @@
-"""``rbmcap bench infer``: network inference speed of the default model.
+"""``rbmcap bench infer``: network inference speed.
 
-Whole-sequence prediction (chunked, batch of windows) in frames per second, and batch-1
-streaming latency (one new frame in, that frame's answer out) as p50/p99 milliseconds, with a
-60-frame context (``quick``, for smoke tests: 240 frames, a 30-frame context, 10 latencies).
-Weights do not change the cost, so an untrained default model is timed unless ``ckpt`` is given.
+Whole-sequence prediction (chunked, batch of windows) of the default (offline) model in frames
+per second, and the causal model's streaming latency (one new frame in, that frame's answer out,
+batch 1) as p50/p99 milliseconds, on all of torch's threads and on one (a live stream usually
+gets one core). ``quick`` (smoke tests): 240 frames and 10 latencies. Weights do not change the
+cost, so untrained default models are timed unless ``ckpt`` is given (then that checkpoint is
+timed for both; a non-recurrent network streams by re-running a 60-frame context, 30 in
+``quick``).
 """
 
 from __future__ import annotations
@@ -13,9 +16,13 @@ import time
 import numpy as np
 import torch
 
+STREAM_MODEL = "causal_gru"
+"""The network configuration (``conf/model``) whose stream is timed when no checkpoint is given."""
 
-def network_predictor(ckpt: str | None = None):
-    """A :class:`Predictor` for ``ckpt``, or for the default configuration's model."""
+
+def network_predictor(ckpt: str | None = None, model: str | None = None):
+    """A :class:`Predictor` for ``ckpt``, or for the default configuration's model (with
+    ``model`` instead of the default network, e.g. ``"causal_gru"``)."""
     from rbmcap.inference import Predictor
 
     if ckpt:
@@ -27,8 +34,9 @@ def network_predictor(ckpt: str | None = None):
     from rbmcap.markers.markerset import load_marker_set
     from rbmcap.training.run import build_model
 
+    overrides = [f"model={model}"] if model else []
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        cfg = compose("train")
+        cfg = compose("train", overrides=overrides)
     body = load_body_model(str(cfg.data.body))
     return Predictor(build_model(cfg, body, load_marker_set(str(cfg.markers.name))))
 
@@ -48,6 +56,19 @@ def sample_observations(frames: int, seed: int = 0):
     return obs, poses, trans, motion.betas
 
 
+def stream_latencies(predictor, obs, context: int, measured: int) -> np.ndarray:
+    """Milliseconds per :meth:`StreamSession.push` for ``measured`` frames, after ``context``
+    frames that fill a window (or warm a recurrent state)."""
+    session = predictor.stream(context=context)
+    latencies = []
+    for i in range(context + measured):
+        t0 = time.perf_counter()
+        session.push(obs.pos[i], obs.rot[i], obs.valid[i])
+        if i >= context:
+            latencies.append(1e3 * (time.perf_counter() - t0))
+    return np.asarray(latencies)
+
+
 def run(quick: bool = False, ckpt: str | None = None) -> dict:
     predictor = network_predictor(ckpt)
     frames = 240 if quick else 3600
@@ -57,22 +78,29 @@ def run(quick: bool = False, ckpt: str | None = None) -> dict:
     start = time.perf_counter()
     predictor.predict(*args)
     batch_s = time.perf_counter() - start
+    streamer = predictor if ckpt else network_predictor(model=STREAM_MODEL)
     context, measured = (30, 10) if quick else (60, 300)
-    session = predictor.stream(context=context)
-    latencies = []
-    for i in range(context + measured):
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            session.push(obs.pos[i], obs.rot[i], obs.valid[i])
-        if i >= context:  # once the context is full
-            latencies.append(1e3 * (time.perf_counter() - t0))
+    threads = torch.get_num_threads()
+    all_threads = stream_latencies(streamer, obs, context, measured)
+    torch.set_num_threads(1)
+    try:
+        one_thread = stream_latencies(streamer, obs, context, measured)
+    finally:
+        torch.set_num_threads(threads)
     return {
         "model": predictor.model.hparams["network"]["name"],
         "features": predictor.model.hparams["features"],
         "frames": frames,
         "batch_frames_per_second": frames / batch_s,
         "batch_ms_per_frame": 1e3 * batch_s / frames,
+        "stream_model": streamer.model.hparams["network"]["name"],
+        "stream_features": streamer.model.hparams["features"],
+        "stream_recurrent": hasattr(streamer.model.net, "step"),
         "stream_context_frames": context,
-        "stream_latency_ms_p50": float(np.percentile(latencies, 50)),
-        "stream_latency_ms_p99": float(np.percentile(latencies, 99)),
+        "stream_frames_timed": measured,
+        "stream_threads": threads,
+        "stream_latency_ms_p50": float(np.percentile(all_threads, 50)),
+        "stream_latency_ms_p99": float(np.percentile(all_threads, 99)),
+        "stream_latency_ms_p50_1thread": float(np.percentile(one_thread, 50)),
+        "stream_latency_ms_p99_1thread": float(np.percentile(one_thread, 99)),
     }

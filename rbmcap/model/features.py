@@ -48,16 +48,21 @@ def heading_frame(root_rot: torch.Tensor) -> torch.Tensor:
     fwd = root_rot[..., :, 0] + 0.1 * root_rot[..., :, 2]
     fx, fy = fwd[..., 0], fwd[..., 1]
     norm = torch.sqrt(fx * fx + fy * fy).clamp_min(1e-8)
-    c, s = fx / norm, fy / norm
-    zero, one = torch.zeros_like(c), torch.ones_like(c)
-    return torch.stack(
-        [
-            torch.stack([c, -s, zero], -1),
-            torch.stack([s, c, zero], -1),
-            torch.stack([zero, zero, one], -1),
-        ],
-        dim=-2,
-    )
+    cos_sin = fwd[..., :2] / norm[..., None]
+    # [[c, -s, 0], [s, c, 0], [0, 0, 1]] as c·A + s·B + C: products by 0 and ±1, so exact
+    cos, sin = cos_sin[..., 0, None, None], cos_sin[..., 1, None, None]
+    a, b, c = _HEADING_BASIS.to(root_rot)
+    return cos * a + sin * b + c
+
+
+_HEADING_BASIS = torch.tensor(
+    [
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]],
+        [[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]],
+        [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 1.0]],
+    ]
+)
+"""The heading rotation's cos, sin and constant parts (see :func:`heading_frame`)."""
 
 
 @dataclass
@@ -115,6 +120,7 @@ class FeatureEncoder(torch.nn.Module):
             self.register_buffer("rest_inv", plate_rest_rot.transpose(-1, -2).contiguous())
         parent_idx = torch.tensor([p if p >= 0 else i for i, p in enumerate(self.parents)])
         self.register_buffer("parent_idx", parent_idx, persistent=False)
+        self.register_buffer("eye", torch.eye(3), persistent=False)
         self.has_prior = kind == "kinematic" and marker_joints is not None
         self.prior = None
         if self.has_prior:
@@ -137,18 +143,17 @@ class FeatureEncoder(torch.nn.Module):
 
     def forward(self, pos, rot, valid) -> tuple[torch.Tensor, FrameContext]:
         mask = valid.to(pos.dtype)[..., None]
-        rot = torch.where(
-            mask[..., None] > 0, rot, torch.eye(3, dtype=rot.dtype, device=rot.device)
-        )
-        pos = torch.where(mask > 0, pos, torch.zeros((), dtype=pos.dtype, device=pos.device))
+        rot = torch.where(valid[..., None, None], rot, self.eye.to(rot.dtype))
+        pos = torch.where(valid[..., None], pos, 0.0)
         root_pos, root_rot = pos[..., self.root, :], rot[..., self.root, :, :]
-        eye = torch.eye(3, dtype=pos.dtype, device=pos.device).expand_as(root_rot)
         if self.kind == "raw":
-            ctx = FrameContext(torch.zeros_like(root_pos), eye)
+            ctx = FrameContext(
+                torch.zeros_like(root_pos), self.eye.to(pos.dtype).expand_as(root_rot)
+            )
             feats = [pos, matrix_to_6d(rot)]
             extra = []
         elif self.kind == "paper":
-            ctx = FrameContext(root_pos, eye)
+            ctx = FrameContext(root_pos, self.eye.to(pos.dtype).expand_as(root_rot))
             rel_rot = rot[..., self.parent_idx, :, :].transpose(-1, -2) @ rot
             root_mask = mask[..., self.root, :]
             rel_rot[..., self.root, :, :] = root_rot

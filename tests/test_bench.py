@@ -36,7 +36,8 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
          "stream_context_frames", "stream_threads"},
         {"batch_frames_per_second", "batch_ms_per_frame", "stream_latency_ms_p50",
          "stream_latency_ms_p99", "stream_latency_ms_p50_1thread",
-         "stream_latency_ms_p99_1thread", "stream_frames_timed"},
+         "stream_latency_ms_p99_1thread", "stream_frames_timed",
+         "stream_canonical_latency_ms_p50_1thread", "stream_canonical_latency_ms_p99_1thread"},
     ),
     "baseline": (
         {"model", "markers", "frames", "iterations", "mpjpe_mm", "curve"},

@@ -140,6 +140,22 @@ def test_library_folder_is_amass_like_with_split_lists(tmp_path, standin):
     assert all(len(s) == 1 for s in by_subject.values())
 
 
+def test_library_keeps_other_sub_datasets_in_the_split_lists(tmp_path, standin):
+    """Built after retargeted clips (or rebuilt), the library replaces only its own lines."""
+    splits = tmp_path / "splits"
+    splits.mkdir()
+    (splits / "test.txt").write_text("cmu-iclone/02/002_01_poses.npz\nProcedural/S99/old.npz\n")
+    kw = {"kinds": ["arm_raise"], "fps": 30.0, "num_subjects": 3, "body": standin}
+    generate_library(tmp_path, 3, seed=3, **kw)
+    first = {s: (splits / f"{s}.txt").read_text() for s in ("train", "val", "test")}
+    assert "cmu-iclone/02/002_01_poses.npz\n" in first["test"]
+    assert "S99/old.npz" not in "".join(first.values())
+    generate_library(tmp_path, 3, seed=3, **kw)  # a rebuild: no duplicated lines
+    assert {s: (splits / f"{s}.txt").read_text() for s in first} == first
+    lines = "".join(first.values()).split()
+    assert len([x for x in lines if x.startswith("Procedural/")]) == 3
+
+
 def test_unknown_kind_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="unknown motion kind 'moonwalk'"):
         generate("moonwalk", 0)

@@ -279,3 +279,24 @@ def iter_motions(
         motion.source.setdefault("dataset", entry.dataset)
         motion.source["relpath"] = entry.relpath
         yield entry, motion.resample(fps) if fps else motion
+
+
+def merge_split_lists(split_dir: Path, dataset: str, lists: dict[str, list[str]]) -> None:
+    """Write ``split_dir/{train,val,test}.txt`` (one motion file, relative path, a line): the
+    lines of other sub-datasets kept, those of ``dataset`` (its ``dataset/`` prefix) replaced by
+    ``lists``, so procedural motion and retargeted clips can share one motions folder in any
+    order of building."""
+    from rbmcap.atomic import write_text_atomic
+
+    prefix = f"{dataset}/"
+    split_dir.mkdir(parents=True, exist_ok=True)
+    for split in SPLITS:
+        path = split_dir / f"{split}.txt"
+        kept = []
+        if path.is_file():
+            kept = [
+                line
+                for line in path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and not line.strip().startswith(prefix)
+            ]
+        write_text_atomic(path, "".join(f"{r}\n" for r in [*kept, *lists.get(split, [])]))

@@ -15,9 +15,9 @@ relative to ``OUT`` a line.
   washing: 107 s), subject 3 walks on uneven terrain (7 s, a check beside the procedural
   validation split), and subjects 1 (playground) and 5 (walk and ballet, 155 s) train.
 * **Mixing with other motion.** ``OUT`` may already hold other sub-datasets, e.g. a procedural
-  library (``rbmcap motion procedural --out OUT`` first, since it rewrites the split lists): their
-  files and their lines in the split lists are kept, and this dataset's lines are replaced, so
-  the synthesis reads one folder holding both.
+  library built before or after (``rbmcap motion procedural --out OUT`` merges its lines the same
+  way): their files and their lines in the split lists are kept, and this dataset's lines are
+  replaced, so the synthesis reads one folder holding both.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ import csv
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from rbmcap.atomic import write_text_atomic
 from rbmcap.errors import ConfigError, DataError
-from rbmcap.motion.amass import SPLITS
+from rbmcap.motion.amass import SPLITS, merge_split_lists
 from rbmcap.motion.retarget import JointMap, bvh_to_motion
 
 CLIPS_TABLE = "clips.csv"
@@ -109,7 +108,7 @@ def build_motion_folder(
         lists[split_of.get(subject, "train")].append(rel)
         if progress:
             progress(i, len(subjects), path)
-    _merge_split_lists(out / "splits", dataset, lists)
+    merge_split_lists(out / "splits", dataset, lists)
     return lists
 
 
@@ -119,19 +118,3 @@ def _subject_splits(splits: Mapping[str, str]) -> dict[str, str]:
     if bad:
         raise ConfigError(f"unknown split {bad[0]!r}; expected one of {', '.join(SPLITS)}")
     return {subject_key(k): v for k, v in splits.items()}
-
-
-def _merge_split_lists(split_dir: Path, dataset: str, lists: dict[str, list[str]]) -> None:
-    """Write ``split_dir/{train,val,test}.txt``: the lines of other sub-datasets kept, those of
-    ``dataset`` replaced by ``lists``."""
-    prefix = f"{dataset}/"
-    for split in SPLITS:
-        path = split_dir / f"{split}.txt"
-        kept = []
-        if path.is_file():
-            kept = [
-                line
-                for line in path.read_text(encoding="utf-8").splitlines()
-                if line.strip() and not line.strip().startswith(prefix)
-            ]
-        write_text_atomic(path, "".join(f"{r}\n" for r in [*kept, *lists[split]]))

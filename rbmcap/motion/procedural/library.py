@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from rbmcap.errors import ConfigError
+from rbmcap.motion.amass import merge_split_lists
 from rbmcap.motion.kinematics import MotionKinematics, standin_body
 from rbmcap.motion.limits import JointLimits
 from rbmcap.motion.procedural import explore, gait, stationary
@@ -161,7 +162,7 @@ def generate_library(
         lists[splits[s]].append(rel)
         if progress:
             progress(i, num, path)
-    _write_split_lists(out / "splits", lists)
+    merge_split_lists(out / "splits", DATASET_NAME, lists)
     return written
 
 
@@ -188,13 +189,6 @@ def _draw_plan(seed: int, num: int, n_subj: int, num_betas: int):
     motion_seeds = master.integers(0, 2**31 - 1, size=num)
     subject_of = master.permutation(np.arange(num) % n_subj)
     return subject_betas, motion_seeds, subject_of, _subject_splits(n_subj, master)
-
-
-def _write_split_lists(split_dir: Path, lists: dict[str, list[str]]) -> None:
-    """``split_dir/{train,val,test}.txt``: one motion file (relative path) a line."""
-    split_dir.mkdir(parents=True, exist_ok=True)
-    for split, rels in lists.items():
-        (split_dir / f"{split}.txt").write_text("".join(f"{r}\n" for r in rels))
 
 
 def _subject_splits(n: int, rng: np.random.Generator) -> list[str]:

@@ -70,3 +70,24 @@ def tiny_dataset(tmp_path_factory, standin):
         body=standin,
     )
     return out
+
+
+@pytest.fixture(scope="session")
+def checkpoint(standin, tiny_dataset, tmp_path_factory):
+    """A tiny MLP trained for two steps on :func:`tiny_dataset` (seconds), saved as a
+    checkpoint: for tests of loading, inference and evaluation plumbing, not of accuracy."""
+    import lightning as L
+    import torch
+    from test_training import _module
+
+    from rbmcap.training.data import RBMDataModule
+
+    torch.manual_seed(0)
+    model = _module(standin, "mlp")
+    path = tmp_path_factory.mktemp("ckpt") / "model.ckpt"
+    trainer = L.Trainer(max_steps=2, limit_val_batches=1, accelerator="cpu", logger=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=path.parent)  # fmt: skip
+    trainer.fit(model, datamodule=RBMDataModule(tiny_dataset, window=30, batch_size=4))
+    trainer.save_checkpoint(path)
+    return path

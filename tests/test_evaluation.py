@@ -7,24 +7,9 @@ import json
 import re
 from pathlib import Path
 
-import lightning as L
 import pytest
-from test_training import _module
 
 from rbmcap.cli.main import main
-from rbmcap.training.data import RBMDataModule
-
-
-@pytest.fixture(scope="module")
-def checkpoint(standin, tiny_dataset, tmp_path_factory):
-    model = _module(standin, "mlp")
-    path = tmp_path_factory.mktemp("ckpt") / "model.ckpt"
-    trainer = L.Trainer(max_steps=2, limit_val_batches=1, accelerator="cpu", logger=False,
-                        enable_progress_bar=False, enable_model_summary=False,
-                        default_root_dir=path.parent)  # fmt: skip
-    trainer.fit(model, datamodule=RBMDataModule(tiny_dataset, window=30, batch_size=4))
-    trainer.save_checkpoint(path)
-    return path
 
 
 def test_eval_writes_the_report_for_every_method(checkpoint, tiny_dataset, tmp_path, capsys):

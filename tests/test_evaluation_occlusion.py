@@ -6,34 +6,16 @@ import csv
 import json
 import shutil
 
-import lightning as L
 import numpy as np
 import pytest
-import torch
-from test_training import _module
 
 from rbmcap.cli.main import main
 from rbmcap.errors import ConfigError
 from rbmcap.evaluation import EvalOptions
 from rbmcap.evaluation.occlusion import joints_near, occlusion_groups
-from rbmcap.training.data import RBMDataModule
 
 LEFT_HAND = 4  # rbm14's plate order
 FEET = (7, 13)
-
-
-@pytest.fixture(scope="module")
-def checkpoint(standin, tiny_dataset, tmp_path_factory):
-    """A tiny MLP trained for two steps (seconds), saved as a checkpoint."""
-    torch.manual_seed(0)
-    model = _module(standin, "mlp")
-    path = tmp_path_factory.mktemp("ckpt") / "model.ckpt"
-    trainer = L.Trainer(max_steps=2, limit_val_batches=1, accelerator="cpu", logger=False,
-                        enable_progress_bar=False, enable_model_summary=False,
-                        default_root_dir=path.parent)  # fmt: skip
-    trainer.fit(model, datamodule=RBMDataModule(tiny_dataset, window=30, batch_size=4))
-    trainer.save_checkpoint(path)
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -4,32 +4,15 @@ from __future__ import annotations
 
 import json
 
-import lightning as L
 import numpy as np
 import pytest
 import torch
-from test_training import _module
 
 from rbmcap.cli.main import main
 from rbmcap.errors import DataError
 from rbmcap.inference import Predictor
 from rbmcap.io.capture import Capture
 from rbmcap.markers.synth import synthesize
-from rbmcap.training.data import RBMDataModule
-
-
-@pytest.fixture(scope="module")
-def checkpoint(standin, tiny_dataset, tmp_path_factory):
-    """A tiny MLP trained for two steps (seconds), saved as a checkpoint."""
-    torch.manual_seed(0)
-    model = _module(standin, "mlp")
-    path = tmp_path_factory.mktemp("ckpt") / "model.ckpt"
-    trainer = L.Trainer(max_steps=2, limit_val_batches=1, accelerator="cpu", logger=False,
-                        enable_progress_bar=False, enable_model_summary=False,
-                        default_root_dir=path.parent)  # fmt: skip
-    trainer.fit(model, datamodule=RBMDataModule(tiny_dataset, window=30, batch_size=4))
-    trainer.save_checkpoint(path)
-    return path
 
 
 def _capture(standin, t: int = 50, fps: float = 60.0, order=None) -> Capture:

@@ -173,12 +173,11 @@ and body shapes (see their cards), so their demo is scored on motions and shapes
 def _pretrained_stage(out: Path, seed: int, budget: DemoBudget, name: str) -> dict:
     """Stage 4 with ``--pretrained``: make the demo data only and return the model's name as the
     checkpoint (what :func:`_eval_stage` needs)."""
-    from rbmcap.inference.pretrained import model_card, resolve_checkpoint
+    from rbmcap.inference.pretrained import model_card
     from rbmcap.training.run import build_datamodule
 
     t = _step(f"4. pretrained network {name} (training skipped; `rbmcap pretrained list`)")
-    resolve_checkpoint(name)
-    card = model_card(name)
+    card = model_card(name)  # one ModelError listing the shipped names when unknown
     cfg = _demo_config(out, seed, (*budget.train_overrides,
                                    f"data.generate.seed={PRETRAINED_DATA_SEED}"))  # fmt: skip
     build_datamodule(cfg, None).prepare_data()

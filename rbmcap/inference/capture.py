@@ -118,7 +118,7 @@ def _apply_calibration(capture, calibration):
 def _calibrated_betas(predictor, params, calibration, obs):
     """(betas (B,), trans (T, 3)): the calibration's betas with the body placed on the plates
     (:func:`place_on_plates`), or the prediction's when the calibration has none."""
-    betas = getattr(calibration, "betas", None) if calibration is not None else None
+    betas = getattr(calibration, "betas", None)
     if betas is None:
         return params.betas, params.trans
     nb = predictor.model.num_betas

@@ -22,7 +22,7 @@ from rbmcap.training.run import marker_description, plate_rest_frames
 def _observe(standin, poses, trans):
     markers = load_marker_set("rbm14")
     obs = Synthesizer(standin, markers, "none")(poses.numpy(), trans=trans.numpy())
-    rest_pos, rest_rot = plate_rest_frames(standin, markers)
+    rest_pos, rest_rot, _ = plate_rest_frames(standin, markers)
     desc = marker_description(markers)
     joints = JointModel.from_body(standin).joint_template
     prior = KinematicPrior(desc["joints"], desc["parents"].index(-1), rest_pos, joints,

@@ -109,7 +109,7 @@ def _assert_same(got, want):
 def test_the_depth_by_depth_walk_equals_the_joint_by_joint_one(standin, markers, variant):
     ms = load_marker_set(markers)
     desc = marker_description(ms)
-    rest_pos, _ = plate_rest_frames(standin, ms)
+    rest_pos, _, _ = plate_rest_frames(standin, ms)
     rest = JointModel.from_body(standin).joint_template
     kwargs = {"parents": desc["parents"]} if variant != "no gap filling" else {}
     place = (rest_pos, rest) if variant != "rotations only" else ()
@@ -155,10 +155,16 @@ def _observations(t: int, seed: int = 0):
     return pos.numpy(), rot.numpy(), valid.numpy()
 
 
-def test_a_streamed_causal_gru_answers_as_offline_frame_by_frame(standin):
-    """Rotations and translation (whose betas are the running mean over the past) to 1e-5, with
-    plates coming and going."""
-    model = _module(standin, "causal_gru").eval()
+@pytest.mark.parametrize(
+    "overrides",
+    [(), ("plate_fit.enabled=true",), ("features=bones", "plate_fit.enabled=true")],
+    ids=["kinematic", "kinematic+fit", "bones+fit"],
+)
+def test_a_streamed_causal_gru_answers_as_offline_frame_by_frame(standin, overrides):
+    """Rotations and translation (whose betas are the running mean over the past, and with the
+    plate fit the running fit) to 1e-5, with plates coming and going, through the traced
+    frame step."""
+    model = _module(standin, "causal_gru", *overrides).eval()
     with torch.no_grad():  # an output layer that is not zero, so the network's answer counts
         for p in model.net.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))

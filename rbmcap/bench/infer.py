@@ -3,9 +3,12 @@
 Whole-sequence prediction (chunked, batch of windows) of the default (offline) model in frames
 per second, and the causal model's streaming latency (one new frame in, that frame's answer out,
 batch 1) as p50/p99 milliseconds, on all of torch's threads and on one (a live stream usually
-gets one core); on one thread also with ``canonical`` input features (no kinematic prior), the
-cheaper streaming configuration. ``quick`` (smoke tests): 240 frames and 10 latencies. Weights
-do not change the cost, so untrained default models are timed unless ``ckpt`` is given (then
+gets one core). The causal model is ``experiment=cpu_real_stream``'s (a causal GRU on ``bones``
+features with the plate fit, run through a traced frame step, see
+:mod:`rbmcap.inference.stream`); on one thread it is also timed without the trace, and with the
+full ``kinematic`` features (the prior that fits the pelvis and swings the collars: a few
+hundred more operations per frame). ``quick`` (smoke tests): 240 frames and 10 latencies.
+Weights do not change the cost, so untrained models are timed unless ``ckpt`` is given (then
 that checkpoint is timed for both; a non-recurrent network streams by re-running a 60-frame
 context, 30 in ``quick``).
 """
@@ -17,20 +20,14 @@ import time
 import numpy as np
 import torch
 
-STREAM_MODEL = "causal_gru"
-"""The network configuration (``conf/model``) whose stream is timed when no checkpoint is given."""
-
-LIGHT_FEATURES = "canonical"
-"""Input features also timed for the stream: without the kinematic prior a frame costs little
-more than the network. Its accuracy cost (``experiment=demo``, 4 epochs, test split, streamed
-frame by frame): MPJPE 50.7 mm, 1.25x the offline transformer's 40.6 mm (validation: 1.41x);
-the kinematic causal GRU streams at 38.3 mm, 0.94x."""
+STREAM_EXPERIMENT = "cpu_real_stream"
+"""The experiment (``conf/experiment``) whose causal model's stream is timed without a
+checkpoint."""
 
 
-def network_predictor(ckpt: str | None = None, model: str | None = None, features=None):
-    """A :class:`Predictor` for ``ckpt``, or for the default configuration's model (with
-    ``model`` instead of the default network, e.g. ``"causal_gru"``, and ``features`` instead
-    of the default input features)."""
+def network_predictor(ckpt: str | None = None, overrides: tuple[str, ...] = ()):
+    """A :class:`Predictor` for ``ckpt``, or for the training configuration composed with these
+    Hydra ``overrides`` (e.g. ``("experiment=cpu_real_stream",)``), untrained."""
     from rbmcap.inference import Predictor
 
     if ckpt:
@@ -42,10 +39,8 @@ def network_predictor(ckpt: str | None = None, model: str | None = None, feature
     from rbmcap.markers.markerset import load_marker_set
     from rbmcap.training.run import build_model
 
-    overrides = [f"model={model}"] if model else []
-    overrides += [f"features={features}"] if features else []
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        cfg = compose("train", overrides=overrides)
+        cfg = compose("train", overrides=list(overrides))
     body = load_body_model(str(cfg.data.body))
     return Predictor(build_model(cfg, body, load_marker_set(str(cfg.markers.name))))
 
@@ -65,10 +60,12 @@ def sample_observations(frames: int, seed: int = 0):
     return obs, poses, trans, motion.betas
 
 
-def stream_latencies(predictor, obs, context: int, measured: int) -> np.ndarray:
+def stream_latencies(
+    predictor, obs, context: int, measured: int, trace: bool = True
+) -> np.ndarray:
     """Milliseconds per :meth:`StreamSession.push` for ``measured`` frames, after ``context``
     frames that fill a window (or warm a recurrent state)."""
-    session = predictor.stream(context=context)
+    session = predictor.stream(context=context, trace=trace)
     latencies = []
     for i in range(context + measured):
         t0 = time.perf_counter()
@@ -87,27 +84,32 @@ def run(quick: bool = False, ckpt: str | None = None) -> dict:
     start = time.perf_counter()
     predictor.predict(*args)
     batch_s = time.perf_counter() - start
-    streamer = predictor if ckpt else network_predictor(model=STREAM_MODEL)
+    stream_cfg = (f"experiment={STREAM_EXPERIMENT}",)
+    streamer = predictor if ckpt else network_predictor(overrides=stream_cfg)
     context, measured = (30, 10) if quick else (60, 300)
     threads = torch.get_num_threads()
-    light = None if ckpt else network_predictor(model=STREAM_MODEL, features=LIGHT_FEATURES)
     all_threads = stream_latencies(streamer, obs, context, measured)
+    extra = {}
     torch.set_num_threads(1)
     try:
         one_thread = stream_latencies(streamer, obs, context, measured)
-        if light is not None:
-            light_one_thread = stream_latencies(light, obs, context, measured)
+        if not ckpt:
+            extra["untraced"] = stream_latencies(streamer, obs, context, measured, trace=False)
+            full = network_predictor(overrides=(*stream_cfg, "features=kinematic"))
+            extra["kinematic"] = stream_latencies(full, obs, context, measured)
     finally:
         torch.set_num_threads(threads)
+    model = streamer.model
     result = {
         "model": predictor.model.hparams["network"]["name"],
         "features": predictor.model.hparams["features"],
         "frames": frames,
         "batch_frames_per_second": frames / batch_s,
         "batch_ms_per_frame": 1e3 * batch_s / frames,
-        "stream_model": streamer.model.hparams["network"]["name"],
-        "stream_features": streamer.model.hparams["features"],
-        "stream_recurrent": hasattr(streamer.model.net, "step"),
+        "stream_model": model.hparams["network"]["name"],
+        "stream_features": model.hparams["features"],
+        "stream_plate_fit": getattr(model, "plate_fit", None) is not None,
+        "stream_recurrent": hasattr(model.net, "step") and model.is_causal,
         "stream_context_frames": context,
         "stream_frames_timed": measured,
         "stream_threads": threads,
@@ -116,11 +118,7 @@ def run(quick: bool = False, ckpt: str | None = None) -> dict:
         "stream_latency_ms_p50_1thread": float(np.percentile(one_thread, 50)),
         "stream_latency_ms_p99_1thread": float(np.percentile(one_thread, 99)),
     }
-    if light is not None:
-        result[f"stream_{LIGHT_FEATURES}_latency_ms_p50_1thread"] = float(
-            np.percentile(light_one_thread, 50)
-        )
-        result[f"stream_{LIGHT_FEATURES}_latency_ms_p99_1thread"] = float(
-            np.percentile(light_one_thread, 99)
-        )
+    for name, lat in extra.items():
+        for q in (50, 99):
+            result[f"stream_{name}_latency_ms_p{q}_1thread"] = float(np.percentile(lat, q))
     return result

@@ -41,6 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="evaluate only each sequence's first N frames (a quick look at every sequence)",
     )
     p.add_argument(
+        "--sequences",
+        metavar="GLOB",
+        help="evaluate only the sequences whose names match (e.g. 'cmu-iclone/*')",
+    )
+    p.add_argument(
         "--occlude",
         action="append",
         default=[],

@@ -37,6 +37,8 @@ class EvalOptions:
         prior: pose prior ``.npz`` (None: fitted on the data's train split).
         max_frames: frames to evaluate at most, over all sequences (None: all).
         frames_per_sequence: evaluate only each sequence's first N frames (None: all).
+        sequences: evaluate only the sequences whose names match this glob (``fnmatch``, case
+            sensitive; e.g. ``"cmu-iclone/*"`` for the real clips of a mixed dataset), or all.
         solver_config, hybrid_config, point_config: ``conf/baseline`` names or YAML paths of
             the 6-DoF baseline, the hybrid and the point-marker baseline.
         solver_iterations: optimiser iterations of every solve without a planned budget
@@ -66,6 +68,7 @@ class EvalOptions:
     prior: str | Path | None = None
     max_frames: int | None = None
     frames_per_sequence: int | None = None
+    sequences: str | None = None
     solver_config: str = "default"
     hybrid_config: str = "hybrid"
     point_config: str = "points"
@@ -104,6 +107,8 @@ class EvalOptions:
             raise ConfigError(f"eval option start_errors = {list(self.start_errors)}: must be ≥ 0")
         if not self.split:
             raise ConfigError("eval option split is empty")
+        if self.sequences is not None and not self.sequences:
+            raise ConfigError("eval option sequences is empty (a glob such as 'cmu-iclone/*')")
         check_groups(self.occlude)
 
     def as_dict(self) -> dict[str, Any]:

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import fnmatch
+
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -100,6 +102,11 @@ class EvalSetup:
         data = RBMDataset(opts.data, opts.split)
         if len(data) == 0:
             raise DataError(f"{opts.data}: split {opts.split!r} is empty")
+        if opts.sequences and not any(
+            fnmatch.fnmatchcase(e.name, opts.sequences) for e in data.sequences
+        ):
+            raise DataError(f"{opts.data}: no sequence of split {opts.split!r} matches "
+                            f"{opts.sequences!r}")  # fmt: skip
         if data.manifest.marker_set != predictor.marker_set:
             raise ConfigError(
                 f"{opts.ckpt} was trained on marker set {predictor.marker_set!r} but {opts.data} "
@@ -121,7 +128,8 @@ class EvalSetup:
 
     def split(self, hidden: tuple[int, ...] = ()) -> Split:
         """The evaluated split with the plates ``hidden`` (indices) invalid in every frame."""
-        return Split(self.data, self.opts.max_frames, self.opts.frames_per_sequence, hidden)
+        o = self.opts
+        return Split(self.data, o.max_frames, o.frames_per_sequence, hidden, o.sequences)
 
     @property
     def scorer(self) -> Scorer:

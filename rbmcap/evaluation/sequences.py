@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -55,20 +56,25 @@ class Sequence:
 
 @dataclass(frozen=True)
 class Split:
-    """A dataset split as evaluated: each sequence's first ``per_sequence`` frames,
-    ``max_frames`` frames in all (None: no cap), the plates ``hidden`` (indices) invalid in every
-    frame (:mod:`rbmcap.evaluation.occlusion`). Iterating reads it afresh."""
+    """A dataset split as evaluated: the sequences whose names match ``sequences`` (a glob), each
+    one's first ``per_sequence`` frames, ``max_frames`` frames in all (None: no cap), the plates
+    ``hidden`` (indices) invalid in every frame (:mod:`rbmcap.evaluation.occlusion`). Iterating
+    reads it afresh."""
 
     data: object  # rbmcap.dataset.RBMDataset
     max_frames: int | None = None
     per_sequence: int | None = None
     hidden: tuple[int, ...] = ()
+    sequences: str | None = None
+    """Only the sequences whose names match this glob (``fnmatch``), or all (None)."""
 
     def __iter__(self) -> Iterator[Sequence]:
         left = self.max_frames
         for i, entry in enumerate(self.data.sequences):
             if left is not None and left <= 0:
                 break
+            if self.sequences is not None and not fnmatch.fnmatchcase(entry.name, self.sequences):
+                continue
             arrays = {k: np.asarray(v) for k, v in self.data.sequence(i).items()}
             cap = min(x for x in (left, self.per_sequence, entry.frames) if x is not None)
             if cap < entry.frames:

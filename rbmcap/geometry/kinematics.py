@@ -98,7 +98,7 @@ def posed_joints(
     Returns:
         (..., J, 3) posed joints, the root kept at its rest position.
     """
-    batch = global_rotmats.shape[:-3]
+    batch = torch.broadcast_shapes(global_rotmats.shape[:-3], rest_joints.shape[:-2])
     if math.prod(batch) <= SMALL_BATCH:
         return _posed_by_depth(global_rotmats, rest_joints, tuple(parents))
     parent_idx = [max(p, 0) for p in parents]

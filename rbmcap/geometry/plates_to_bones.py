@@ -66,6 +66,8 @@ class KinematicPrior(torch.nn.Module):
         rest_joints: (24, 3) rest joints (needed with ``plate_rest_pos``).
         parents: (N,) the marker tree (parent plate, -1 for the root); with it, occluded frames
             are filled from the nearest frame where a plate was seen (see :attr:`fill`).
+        interpolate: interpolate unplated torso joints between plated ones (False: they take
+            their parent's rotation, as any other joint without a rule does).
         dtype: of the rest quantities (the observations' dtype).
     """
 
@@ -76,6 +78,7 @@ class KinematicPrior(torch.nn.Module):
         plate_rest_pos=None,
         rest_joints=None,
         parents=None,
+        interpolate: bool = True,
         dtype: torch.dtype = torch.float32,
     ):
         super().__init__()
@@ -88,7 +91,7 @@ class KinematicPrior(torch.nn.Module):
         self.marker_joints = joints
         self.root_marker = int(root_marker)
         self.has_position = plate_rest_pos is not None and rest_joints is not None
-        self.plan = _interpolation_plan(self.carrier)
+        self.plan = _interpolation_plan(self.carrier) if interpolate else {}
         self.swing: dict[int, int] = {}
         # a plate on the pelvis gives it directly; else the hip and spine joints fix it
         pelvis_plated = 0 in self.carrier

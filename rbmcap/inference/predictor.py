@@ -7,7 +7,6 @@ or use a causal GRU's recurrent state. Missing plates are masked through ``valid
 
 from __future__ import annotations
 
-import collections
 import sys
 from pathlib import Path
 
@@ -129,54 +128,10 @@ class Predictor:
         body = body if body is not None else checkpoint_body(self.body_id)
         return motion, motion_vertices(motion, body)
 
-    def stream(self, context: int = 60) -> StreamSession:
-        """A frame-by-frame session answering for the newest frame (bounded latency)."""
-        return StreamSession(self, context)
+    def stream(self, context: int = 60, trace: bool = True):
+        """A frame-by-frame session answering for the newest frame (bounded latency); see
+        :class:`rbmcap.inference.stream.StreamSession` (``trace``: run a recurrent model's
+        frame through the traced step; False runs it eagerly, the same operations)."""
+        from rbmcap.inference.stream import StreamSession
 
-
-class StreamSession:
-    """Feed frames one at a time with :meth:`push`; each call returns that frame's answer.
-
-    A causal GRU keeps its recurrent state (constant cost per frame), and its betas are the
-    running mean over the frames so far, so the stream answers exactly as the network run
-    offline on the whole sequence does; other networks re-run on the last ``context`` frames
-    (a non-causal network then sees no future frames, so its answer for the newest frame is
-    that of a window's last frame).
-    """
-
-    def __init__(self, predictor: Predictor, context: int) -> None:
-        self.p = predictor
-        self.context = int(context)
-        self.buffer: collections.deque = collections.deque(maxlen=self.context)
-        self.state = None
-        net = predictor.model.net
-        self.recurrent = hasattr(net, "step")
-        self.frames = 0
-        self.betas_sum: torch.Tensor | None = None
-        """Sum of the betas outputs so far, in float64 (as the offline running mean sums)."""
-
-    @torch.inference_mode()
-    def push(self, pos, rot, valid) -> tuple[np.ndarray, np.ndarray]:
-        """One frame: pos (N, 3), rot (N, 3, 3), valid (N,).
-
-        Returns (rotmats (24, 3, 3), trans (3,)) for that frame.
-        """
-        pos, rot, valid = self.p._check(np.asarray(pos)[None], np.asarray(rot)[None],
-                                        np.asarray(valid)[None])  # fmt: skip
-        model = self.p.model
-        if not self.recurrent:
-            self.buffer.append((pos[0], rot[0], valid[0]))
-            window = [torch.stack(v)[None].to(self.p.device) for v in zip(*self.buffer)]
-            out = model(*window)
-            return out["rotmats"][0, -1].cpu().numpy(), out["trans"][0, -1].cpu().numpy()
-        x, ctx = model.encoder(*(v[None].to(self.p.device) for v in (pos, rot, valid)))
-        y, self.state = model.net.step(x[:, 0], self.state)
-        y = y[:, None]
-        betas = None
-        if model.is_causal:
-            b = model.betas_outputs(y).double()
-            self.betas_sum = b if self.betas_sum is None else self.betas_sum + b
-            self.frames += 1
-            betas = self.betas_sum.to(y.dtype) / self.frames
-        out = model.decode_outputs(y, ctx, betas=betas)
-        return out["rotmats"][0, -1].cpu().numpy(), out["trans"][0, -1].cpu().numpy()
+        return StreamSession(self, context, trace=trace)

@@ -14,6 +14,11 @@ Four encodings (design §6), chosen by config:
   the body, so a rigidly carried plate gives the bone's rotation exactly), and the relative
   rotations between parent and child plates' bones (the local rotations of the joints they span)
   are added.
+- ``bones``: as ``kinematic``, but the prior is only each plate's bone rotation, handed down to
+  the joints without a plate (no pelvis fit from the hips, no swung collars or interpolated
+  spine, no pelvis position): a few batched operations per frame instead of a few hundred, for
+  live streams, where a frame's cost is the count of operations (the plate fit of
+  :mod:`rbmcap.model.platefit` places the body instead).
 
 Every encoding appends the validity mask per plate and zeroes a missing plate's features, so a
 missing marker is *masked*, never zeros posing as data; the reference is the root plate, so
@@ -36,7 +41,9 @@ from rbmcap.errors import ConfigError
 from rbmcap.model.prior import KinematicPrior
 from rbmcap.model.rotation6d import matrix_to_rotation_6d as matrix_to_6d
 
-FEATURE_KINDS = ("raw", "paper", "canonical", "kinematic")
+FEATURE_KINDS = ("raw", "paper", "canonical", "kinematic", "bones")
+KINEMATIC_KINDS = ("kinematic", "bones")
+"""Kinds whose features and prior start from each plate's bone rotation."""
 
 
 def heading_frame(root_rot: torch.Tensor) -> torch.Tensor:
@@ -77,6 +84,9 @@ class FrameContext:
     pelvis: torch.Tensor | None = None
     """(..., T, 3) the prior's pelvis position in the feature frame (relative to ``origin``), or
     None: the network's translation output is an offset from it."""
+    plates: tuple[torch.Tensor, torch.Tensor] | None = None
+    """(pos (..., T, N, 3) in the feature frame, valid (..., T, N)): the plates seen, for a fit
+    of shape and translation (:class:`rbmcap.model.platefit.PlateFit`), or None."""
 
 
 class FeatureEncoder(torch.nn.Module):
@@ -114,18 +124,24 @@ class FeatureEncoder(torch.nn.Module):
         self.root = roots[0]
         self.parents = [int(p) for p in parents]
         self.num_markers = len(self.parents)
-        if kind == "kinematic":
+        if kind in KINEMATIC_KINDS:
             if plate_rest_rot is None:
                 raise ConfigError("kinematic features need the plates' rest orientations")
             self.register_buffer("rest_inv", plate_rest_rot.transpose(-1, -2).contiguous())
         parent_idx = torch.tensor([p if p >= 0 else i for i, p in enumerate(self.parents)])
         self.register_buffer("parent_idx", parent_idx, persistent=False)
         self.register_buffer("eye", torch.eye(3), persistent=False)
-        self.has_prior = kind == "kinematic" and marker_joints is not None
+        self.has_prior = kind in KINEMATIC_KINDS and marker_joints is not None
         self.prior = None
         if self.has_prior:
+            full = kind == "kinematic"
             self.prior = KinematicPrior(
-                marker_joints, self.root, plate_rest_pos, rest_joints, parents=self.parents
+                marker_joints,
+                self.root,
+                plate_rest_pos if full else None,
+                rest_joints if full else None,
+                parents=self.parents,
+                interpolate=full,
             )
         self.prior_features = 9 if self.has_prior and self.prior.has_position else 0
 
@@ -133,13 +149,13 @@ class FeatureEncoder(torch.nn.Module):
     def dim(self) -> int:
         """Feature size per frame."""
         n = self.num_markers
-        per_marker = {"raw": 10, "paper": 10, "canonical": 10, "kinematic": 16}[self.kind]
-        extra = {"raw": 0, "paper": 9, "canonical": 1, "kinematic": 1}[self.kind]
-        return n * per_marker + extra + self.prior_features
+        per_marker = {"raw": 10, "paper": 10, "canonical": 10, "kinematic": 16, "bones": 16}
+        extra = {"raw": 0, "paper": 9, "canonical": 1, "kinematic": 1, "bones": 1}[self.kind]
+        return n * per_marker[self.kind] + extra + self.prior_features
 
     @property
     def predicts_in_heading_frame(self) -> bool:
-        return self.kind in ("canonical", "kinematic")
+        return self.kind in ("canonical", *KINEMATIC_KINDS)
 
     def forward(self, pos, rot, valid) -> tuple[torch.Tensor, FrameContext]:
         mask = valid.to(pos.dtype)[..., None]
@@ -162,9 +178,9 @@ class FeatureEncoder(torch.nn.Module):
             extra = [root_pos, matrix_to_6d(root_rot)]
         else:
             frame = heading_frame(root_rot)
-            ctx = FrameContext(root_pos, frame)
             ht = frame.transpose(-1, -2)[..., None, :, :]
             local_pos = (ht @ (pos - root_pos[..., None, :])[..., None])[..., 0]
+            ctx = FrameContext(root_pos, frame, plates=(local_pos, valid))
             local_pos = local_pos * mask * mask[..., self.root : self.root + 1, :]
             if self.kind == "canonical":
                 feats = [local_pos, matrix_to_6d(ht @ rot)]

@@ -30,3 +30,24 @@ def drop_markers(
     if protect is not None:
         gap[..., protect] = False
     return valid & ~gap.to(dev)
+
+
+def hide_plates(
+    valid: torch.Tensor,
+    prob: float,
+    generator: torch.Generator | None = None,
+    protect: int | None = None,
+) -> torch.Tensor:
+    """Return a copy of ``valid`` (B, T, N) where, with probability ``prob`` per window, one or
+    two random plates (never ``protect``) are missing for the whole window: a plate that fell
+    off or is hidden by the setup, as ``rbmcap eval --occlude`` tests."""
+    if prob <= 0:
+        return valid
+    b, _, n = valid.shape
+    scores = torch.rand(b, n, generator=generator)
+    if protect is not None:
+        scores[:, protect] = 2.0  # never among the lowest
+    count = torch.randint(1, 3, (b, 1), generator=generator)
+    rank = scores.argsort(dim=1).argsort(dim=1)
+    hidden = (rank < count) & (torch.rand(b, 1, generator=generator) < prob)
+    return valid & ~hidden[:, None, :].to(valid.device)

@@ -24,15 +24,20 @@ from rbmcap.metrics import joint_angle_error, mpjpe, rotation_angle
 from rbmcap.model.features import FeatureEncoder
 from rbmcap.model.losses import betas_l1, rotation_loss, trans_l2
 from rbmcap.model.networks import build_network
+from rbmcap.model.platefit import PlateFit
 from rbmcap.model.rotation6d import rotation_6d_to_matrix
 from rbmcap.skeleton import SMPL_PARENTS
-from rbmcap.training.dropout import drop_markers
+from rbmcap.training.dropout import drop_markers, hide_plates
 
-LOSS_KEYS = ("rotation", "w_rotation", "w_betas", "w_trans", "w_joints")
+LOSS_KEYS = ("rotation", "w_rotation", "w_betas", "w_trans", "w_joints", "w_velocity")
 OPTIM_KEYS = ("lr", "weight_decay", "decay", "decay_every")
-AUGMENT_KEYS = ("marker_dropout", "dropout_span")
+AUGMENT_KEYS = ("marker_dropout", "dropout_span", "hide_plates")
 """The keys of the ``loss``, ``optim`` and ``augment`` sections. Their values are written once,
 in the Hydra tree (``rbmcap/conf/loss``, ``optim``, ``train.yaml``); the module has no defaults."""
+
+ADDED_KEYS = {"w_velocity": 0.0, "hide_plates": 0.0}
+"""Keys added after checkpoints were shipped, with the value that reproduces the older
+behaviour: a checkpoint whose section lacks one loads with it (nothing else may be missing)."""
 
 IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 """Added to the network's 6D outputs so an untrained network starts near the identity rotation
@@ -68,6 +73,11 @@ class RBMRegressor(L.LightningModule):
         augment: ``{"marker_dropout", "dropout_span"}``.
         num_betas: betas predicted.
         seed: seed of the augmentation generator.
+        plate_shapedirs: (N, 3, B) change of the plate rest positions per unit beta, or None.
+        plate_fit: ``{"enabled", "prior_weight"}``: fit shape and translation to the plates in
+            closed form from the predicted rotations (:mod:`rbmcap.model.platefit`); needs
+            ``plate_rest_pos``, ``plate_shapedirs``, heading-frame features and global rotations.
+            None (checkpoints from before it): off.
 
     With the kinematic prior and global rotations the output layer starts at zero, so the
     untrained network answers with the prior itself and training learns corrections to it.
@@ -90,6 +100,8 @@ class RBMRegressor(L.LightningModule):
         augment: dict[str, Any],
         seed: int,
         plate_rest_pos=None,
+        plate_shapedirs=None,
+        plate_fit: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         rest = torch.as_tensor(plate_rest_rot, dtype=torch.float32)
@@ -107,7 +119,8 @@ class RBMRegressor(L.LightningModule):
             "joint_shapedirs": js, "body_id": body_id, "features": features,
             "rotations": rotations, "network": network, "loss": self.loss_cfg,
             "optim": self.optim_cfg, "augment": self.augment_cfg, "num_betas": num_betas,
-            "seed": seed, "plate_rest_pos": rest_pos,
+            "seed": seed, "plate_rest_pos": rest_pos, "plate_shapedirs": plate_shapedirs,
+            "plate_fit": plate_fit,
         }))  # fmt: skip
         self.num_betas = num_betas
         if rotations not in ("global", "local"):
@@ -130,9 +143,23 @@ class RBMRegressor(L.LightningModule):
         if self.global_rotations and self.encoder.has_prior:
             _zero_output_layer(self.net, self.out_dim)
         self.joint_model = JointModel(jt, js)
+        self.plate_fit = self._build_plate_fit(plate_fit, rest_pos, plate_shapedirs)
         self._register_constants()
         self.rotation_loss = rotation_loss(self.loss_cfg["rotation"])
         self._generator = torch.Generator().manual_seed(seed)
+
+    def _build_plate_fit(self, cfg, rest_pos, shapedirs) -> PlateFit | None:
+        """The closed-form shape and translation fit ``cfg`` asks for (None when off)."""
+        if not cfg or not cfg.get("enabled"):
+            return None
+        if rest_pos is None or shapedirs is None:
+            raise ConfigError("plate_fit needs the plates' rest positions and shape directions")
+        if not (self.encoder.predicts_in_heading_frame and self.global_rotations):
+            raise ConfigError("plate_fit needs canonical or kinematic features and global rotations")
+        sd = torch.as_tensor(shapedirs, dtype=torch.float32)
+        jm = self.joint_model
+        return PlateFit(self.hparams["markers"]["joints"], rest_pos, sd, jm.joint_template,
+                        jm.joint_shapedirs, float(cfg["prior_weight"]))  # fmt: skip
 
     def _register_constants(self) -> None:
         """Decoding's constant tensors, as buffers (they follow the module's device; not saved)."""
@@ -157,33 +184,49 @@ class RBMRegressor(L.LightningModule):
         return self.decode_outputs(self.net(x), ctx)
 
     def decode_outputs(
-        self, y: torch.Tensor, ctx, betas: torch.Tensor | None = None
+        self, y: torch.Tensor, ctx, betas: torch.Tensor | None = None, fit_carry=None
     ) -> dict[str, torch.Tensor]:
         """Network outputs (B, T, out_dim) → SMPL parameters in the world (see :meth:`forward`).
 
         ``betas`` (B, T, num_betas), when given, replaces the average of the window's betas
-        outputs (a stream passes the running mean over its past, see :meth:`betas_outputs`).
+        outputs (a stream passes the running mean over its past, see :meth:`betas_outputs`);
+        ``fit_carry`` is the plate fit's running sums over a stream's past (see
+        :class:`~rbmcap.model.platefit.PlateFit`). With the plate fit, ``net_betas`` holds the
+        network's own betas and ``fit_carry`` the sums up to the last frame.
         """
         sixd = y[..., : 24 * 6].reshape(*y.shape[:-1], 24, 6) + self.identity_6d
         rots = rotation_6d_to_matrix(sixd.float())
         if self.global_rotations and ctx.prior is not None:
             rots = ctx.prior @ rots  # the network corrects the plates' bone estimates
+        out: dict[str, torch.Tensor] = {}
+        if betas is None:
+            betas = self._window_betas(self.betas_outputs(y))
+        pelvis_offset = y[..., -3:]
+        if self.plate_fit is not None and ctx.plates is not None:
+            fit = self.plate_fit(rots, *ctx.plates, betas, causal=self.is_causal, carry=fit_carry)
+            out["net_betas"], out["fit_carry"] = betas, fit.carry
+            betas = fit.betas
+            fitted = fit.trans + self.joint_model.rest_joints(betas)[..., 0, :]
+            if ctx.pelvis is not None:
+                fitted = fitted - ctx.pelvis
+            pelvis_offset = torch.where(fit.seen[..., None], fitted, pelvis_offset)
         if self.global_rotations:
             local = rots[..., self.smpl_parents, :, :].transpose(-1, -2) @ rots
             rots = torch.cat([rots[..., :1, :, :], local[..., 1:, :, :]], dim=-3)
-        if betas is None:
-            b = self.betas_outputs(y)
-            if self.is_causal:
-                steps = torch.arange(1, b.shape[-2] + 1, device=b.device, dtype=b.dtype)[:, None]
-                betas = b.cumsum(dim=-2) / steps
-            else:
-                betas = b.mean(dim=-2, keepdim=True).expand_as(b)
         # The network places the pelvis joint (rotation-equivariant, unlike SMPL's trans, which
         # is the pelvis minus its rest position J0(betas) in the fixed canonical frame).
-        root, pelvis = FeatureEncoder.decode_root(rots[..., 0, :, :], y[..., -3:], ctx)
+        root, pelvis = FeatureEncoder.decode_root(rots[..., 0, :, :], pelvis_offset, ctx)
         trans = pelvis - self.joint_model.rest_joints(betas)[..., 0, :]
         rotmats = torch.cat([root[..., None, :, :], rots[..., 1:, :, :]], dim=-3)
-        return {"rotmats": rotmats, "betas": betas, "trans": trans}
+        return {**out, "rotmats": rotmats, "betas": betas, "trans": trans}
+
+    def _window_betas(self, b: torch.Tensor) -> torch.Tensor:
+        """Per-frame betas outputs (..., T, B) → the window's mean, or for a causal network the
+        running mean over the frames so far."""
+        if self.is_causal:
+            steps = torch.arange(1, b.shape[-2] + 1, device=b.device, dtype=b.dtype)[:, None]
+            return b.cumsum(dim=-2) / steps
+        return b.mean(dim=-2, keepdim=True).expand_as(b)
 
     def betas_outputs(self, y: torch.Tensor) -> torch.Tensor:
         """The per-frame betas (..., T, num_betas) among network outputs (..., T, out_dim)."""
@@ -204,16 +247,22 @@ class RBMRegressor(L.LightningModule):
             "betas": betas_l1(out["betas"], betas[..., None, :].expand_as(out["betas"])),
             "trans": trans_l2(out["trans"], trans),
             "joints": (pred_joints - joints).norm(dim=-1).mean(),
+            "velocity": _velocity_error(pred_joints, joints),
         }
+        if "net_betas" in out:  # the plate fit's prior: the network's own estimate
+            terms["betas"] = terms["betas"] + betas_l1(out["net_betas"], betas[..., None, :])
         terms["total"] = sum(self.loss_cfg[f"w_{k}"] * v for k, v in terms.items())
         return terms, pred_joints
 
     def training_step(self, batch, batch_idx):
         valid = batch["valid"]
-        prob = float(self.augment_cfg["marker_dropout"])
-        if prob > 0:
-            valid = drop_markers(valid, prob, int(self.augment_cfg["dropout_span"]),
+        aug = self.augment_cfg
+        if float(aug["marker_dropout"]) > 0:
+            valid = drop_markers(valid, float(aug["marker_dropout"]), int(aug["dropout_span"]),
                                  self._generator, protect=self.encoder.root)  # fmt: skip
+        if float(aug["hide_plates"]) > 0:
+            valid = hide_plates(valid, float(aug["hide_plates"]), self._generator,
+                                protect=self.encoder.root)  # fmt: skip
         out = self(batch["pos"], batch["rot"], valid)
         terms, _ = self._losses(out, batch)
         for k, v in terms.items():
@@ -244,6 +293,15 @@ class RBMRegressor(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
+def _velocity_error(pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+    """Mean distance (m per frame) between predicted and true joint velocities (..., T, J, 3):
+    penalises frame-to-frame jitter that the per-frame terms cannot see."""
+    if pred.shape[-3] < 2:
+        return pred.new_zeros(())
+    dv = pred.diff(dim=-3) - true.diff(dim=-3)
+    return dv.norm(dim=-1).mean()
+
+
 def _plain_data(value):
     """``value`` with tensors and tuples turned into (nested) lists, recursively: checkpoints
     then hold plain data only and load with ``torch.load(weights_only=True)``."""
@@ -260,6 +318,7 @@ def _section(name: str, values: dict[str, Any], keys: tuple[str, ...]) -> dict[s
     """``values`` as a plain dict holding exactly ``keys``; ConfigError names what is missing or
     unknown."""
     values = dict(values)
+    values.update({k: v for k, v in ADDED_KEYS.items() if k in keys and k not in values})
     missing = [k for k in keys if k not in values]
     unknown = sorted(set(values) - set(keys))
     if missing or unknown:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
@@ -22,13 +23,20 @@ from rbmcap.training.data import DatasetRecipe, RBMDataModule
 log = logging.getLogger("rbmcap.train")
 
 
-def plate_rest_frames(body, markers) -> tuple[torch.Tensor, torch.Tensor]:
+def plate_rest_frames(body, markers) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each plate's rest position (N, 3) and rotation (N, 3, 3) on the body (canonical frame,
-    zero pose and betas)."""
+    zero pose and betas), and the change of its position per unit of each beta (N, 3, B)."""
     from rbmcap.markers.synth import Synthesizer
 
-    obs = Synthesizer(body, markers, "none")(torch.zeros(1, 24, 3).numpy())
-    return torch.from_numpy(obs.pos[0].copy()), torch.from_numpy(obs.rot[0].copy())
+    synth = Synthesizer(body, markers, "none")
+    # One frame per beta (plus the zero body): a unit of beta j in frame j + 1. Plate positions
+    # are linear in betas at rest up to the plate normal's tilt (well under a millimetre).
+    nb = body.num_betas
+    betas = torch.cat([torch.zeros(1, nb), torch.eye(nb)]).numpy()
+    obs = [synth(torch.zeros(1, 24, 3).numpy(), betas=b) for b in betas]
+    pos = torch.from_numpy(np.stack([o.pos[0] for o in obs]))
+    shapedirs = (pos[1:] - pos[0]).permute(1, 2, 0).contiguous()
+    return pos[0].clone(), torch.from_numpy(obs[0].rot[0].copy()), shapedirs
 
 
 def marker_description(markers) -> dict[str, Any]:
@@ -46,11 +54,12 @@ def body_and_marker_facts(body, markers) -> dict[str, Any]:
     from rbmcap.body.joints import JointModel
 
     joints = JointModel.from_body(body)
-    rest_pos, rest_rot = plate_rest_frames(body, markers)
+    rest_pos, rest_rot, shapedirs = plate_rest_frames(body, markers)
     return {
         "markers": marker_description(markers),
         "plate_rest_rot": rest_rot,
         "plate_rest_pos": rest_pos,
+        "plate_shapedirs": shapedirs,
         "joint_template": joints.joint_template,
         "joint_shapedirs": joints.joint_shapedirs,
         "body_id": body.identity,

@@ -60,9 +60,7 @@ def sample_observations(frames: int, seed: int = 0):
     return obs, poses, trans, motion.betas
 
 
-def stream_latencies(
-    predictor, obs, context: int, measured: int, trace: bool = True
-) -> np.ndarray:
+def stream_latencies(predictor, obs, context: int, measured: int, trace: bool = True) -> np.ndarray:
     """Milliseconds per :meth:`StreamSession.push` for ``measured`` frames, after ``context``
     frames that fill a window (or warm a recurrent state)."""
     session = predictor.stream(context=context, trace=trace)

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import fnmatch
-
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass

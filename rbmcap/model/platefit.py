@@ -131,4 +131,5 @@ class PlateFit(torch.nn.Module):
         rhs = (g + self.prior_weight * prior)[..., None]
         betas = torch.linalg.solve(h + self.prior_weight * eye, rhs)[..., 0]
         placed = a_mean[..., 0, :] + (betas[..., None, :] @ a_mean[..., 1:, :])[..., 0, :]
-        return PlateFitResult(betas, p_mean - placed, valid.any(-1), (h[..., -1:, :, :], g[..., -1:, :]))
+        carry = (h[..., -1:, :, :], g[..., -1:, :])
+        return PlateFitResult(betas, p_mean - placed, valid.any(-1), carry)

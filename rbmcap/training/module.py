@@ -107,9 +107,7 @@ class RBMRegressor(L.LightningModule):
         rest = torch.as_tensor(plate_rest_rot, dtype=torch.float32)
         jt = torch.as_tensor(joint_template, dtype=torch.float32)
         js = torch.as_tensor(joint_shapedirs, dtype=torch.float32)
-        rest_pos = None
-        if plate_rest_pos is not None:
-            rest_pos = torch.as_tensor(plate_rest_pos, dtype=torch.float32)
+        rest_pos = None if plate_rest_pos is None else torch.as_tensor(plate_rest_pos).float()
         network = dict(network)
         self.loss_cfg = _section("loss", loss, LOSS_KEYS)
         self.optim_cfg = _section("optim", optim, OPTIM_KEYS)
@@ -126,14 +124,9 @@ class RBMRegressor(L.LightningModule):
         if rotations not in ("global", "local"):
             raise ConfigError(f"rotations={rotations!r}: expected 'global' or 'local'")
         self.global_rotations = rotations == "global"
-        self.encoder = FeatureEncoder(
-            features,
-            markers["parents"],
-            rest,
-            markers.get("joints"),
-            plate_rest_pos=rest_pos,
-            rest_joints=jt if rest_pos is not None else None,
-        )
+        self.encoder = FeatureEncoder(features, markers["parents"], rest, markers.get("joints"),
+                                      plate_rest_pos=rest_pos,
+                                      rest_joints=jt if rest_pos is not None else None)  # fmt: skip
         net_kwargs = dict(network)
         name = net_kwargs.pop("name")
         self.out_dim = 24 * 6 + num_betas + 3
@@ -155,7 +148,8 @@ class RBMRegressor(L.LightningModule):
         if rest_pos is None or shapedirs is None:
             raise ConfigError("plate_fit needs the plates' rest positions and shape directions")
         if not (self.encoder.predicts_in_heading_frame and self.global_rotations):
-            raise ConfigError("plate_fit needs canonical or kinematic features and global rotations")
+            raise ConfigError("plate_fit needs heading-frame features (canonical, kinematic, "
+                              "bones) and global rotations")  # fmt: skip
         sd = torch.as_tensor(shapedirs, dtype=torch.float32)
         jm = self.joint_model
         return PlateFit(self.hparams["markers"]["joints"], rest_pos, sd, jm.joint_template,

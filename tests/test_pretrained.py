@@ -23,18 +23,20 @@ from rbmcap.io.capture import Capture
 NAME = "standin-rbm14"
 
 
-def test_the_standin_model_ships_under_10_mb_with_its_card():
+@pytest.mark.parametrize("name", pretrained_names())
+def test_each_shipped_model_is_under_10_mb_with_its_card(name):
     assert NAME in pretrained_names()
-    path = resolve_checkpoint(NAME)
+    path = resolve_checkpoint(name)
     assert path.parent == pretrained_dir() and path.stat().st_size <= 10 * 2**20
-    card = model_card(NAME)
+    card = model_card(name)
     assert card["command"] and card["trained_on"] and card["check"]["mpjpe_mm"]["mean"] > 0
 
 
-def test_it_loads_by_name_and_meets_its_recorded_accuracy():
-    predictor = Predictor.from_checkpoint(NAME)
+@pytest.mark.parametrize("name", pretrained_names())
+def test_each_loads_by_name_and_meets_its_recorded_accuracy(name):
+    predictor = Predictor.from_checkpoint(name)
     assert predictor.marker_set == "rbm14" and predictor.body_id.startswith("standin")
-    recorded = model_card(NAME)["check"]["mpjpe_mm"]
+    recorded = model_card(name)["check"]["mpjpe_mm"]
     measured = check_accuracy(predictor)
     print(f"check set: measured {measured['mean']:.2f} mm, recorded {recorded['mean']:.2f} mm")
     assert measured.keys() == recorded.keys()

@@ -141,7 +141,8 @@ def test_import_calibrate_infer_stays_within_1_5x_of_clean_plates(
     calib = calibrate(capture, session.synth, betas=session.betas)
     assert calib.frames[1] <= 120  # the T-pose was found in the first 2 s
     full = _mpjpe_mm(session.body, predictor.predict_capture(capture, calib), session)
-    report = (f"{layout}/{variant}: calibrated {full:.1f} mm, offset-free plates {clean_mpjpe:.1f} mm "
+    report = (f"{layout}/{variant}: calibrated {full:.1f} mm, "
+              f"offset-free plates {clean_mpjpe:.1f} mm "
               f"(ratio {full / clean_mpjpe:.2f})")  # fmt: skip
     print(report)
     assert full <= RATIO * clean_mpjpe, report

@@ -13,6 +13,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from rbmcap.configfiles import conf_dir
+from rbmcap.model.features import FEATURE_KINDS
 from rbmcap.training.data import RBMDataModule
 from rbmcap.training.module import RBMRegressor
 from rbmcap.training.run import build_model, configured_markers
@@ -164,7 +165,7 @@ def test_every_experiment_config_composes():
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         for name in names:
             cfg = compose("train", overrides=[f"experiment={name}"])
-            assert cfg.model.name and cfg.features in ("raw", "paper", "canonical", "kinematic")
+            assert cfg.model.name and cfg.features in FEATURE_KINDS
         assert (
             compose("train", overrides=["experiment=paper_rbm14_mse"]).loss.rotation
             == "axis_angle_mse"

@@ -5,9 +5,9 @@ run. What a frame costs on one CPU thread is mostly the count of tensor operatio
 hundred small ones), not arithmetic, so the recurrent path runs the whole frame (features,
 the GRU step, decoding with the running betas and the plate fit's running sums) as one
 TorchScript trace recorded on the first frame: the same operations on the same values (outputs
-are bit-identical to the eager ones), without Python between them, about 2.4x faster (0.63 ms
-against 1.50 ms per frame for the ``cpu_real_stream`` configuration, measured while two
-trainings shared the machine). Other networks re-run on the last ``context`` frames.
+are bit-identical to the eager ones), without Python between them: for the ``cpu_real_stream``
+configuration p50/p99 0.61/0.92 ms a frame on one thread against 1.16/1.72 ms eager
+(``rbmcap bench infer``, quiet machine). Other networks re-run on the last ``context`` frames.
 """
 
 from __future__ import annotations

@@ -51,16 +51,21 @@ class FrameStep(torch.nn.Module):
 def traced_step(model, pos, rot, valid, state, trace: bool = True):
     """:class:`FrameStep` traced on one frame (``torch.jit.trace``; the model's parameters
     are frozen into it as constants, so they must not require grad while tracing), or the
-    plain step (``trace`` False), and the zero running sums to start it with."""
+    plain step (``trace`` False), and the zero running sums to start it with (betas_sum,
+    fit_h, fit_g)."""
     step = FrameStep(model)
     nb = model.num_betas
     fit = getattr(model, "plate_fit", None)
     nf = fit.num_betas if fit is not None else nb
-    example = (pos, rot, valid, state, torch.zeros(1, 1, nb, dtype=torch.float64),
-               torch.ones((), dtype=torch.float64), torch.zeros(1, 1, nf, nf),
-               torch.zeros(1, 1, nf))  # fmt: skip
+    sums = (
+        torch.zeros(1, 1, nb, dtype=torch.float64),
+        torch.zeros(1, 1, nf, nf),
+        torch.zeros(1, 1, nf),
+    )  # betas_sum, fit_h, fit_g
     if not trace:
-        return step, example[4:]
+        return step, sums
+    frames = torch.ones((), dtype=torch.float64)
+    example = (pos, rot, valid, state, sums[0], frames, *sums[1:])
     grads = [p.requires_grad for p in model.parameters()]
     try:
         model.requires_grad_(False)
@@ -70,7 +75,7 @@ def traced_step(model, pos, rot, valid, state, trace: bool = True):
     finally:
         for p, g in zip(model.parameters(), grads):
             p.requires_grad_(g)
-    return traced, example[4:]
+    return traced, sums
 
 
 class StreamSession:
@@ -112,7 +117,7 @@ class StreamSession:
             state = model.net.initial_state(1, device=pos.device, dtype=pos.dtype)
             with torch.inference_mode(False), torch.no_grad():
                 self._step, sums = traced_step(model, pos, rot, valid, state, self.trace)
-            self._carry = (state, sums[0], sums[2], sums[3])
+            self._carry = (state, *sums)
         self.frames += 1
         state, betas_sum, fit_h, fit_g = self._carry
         frames = torch.tensor(float(self.frames), dtype=torch.float64)

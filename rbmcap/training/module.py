@@ -195,12 +195,14 @@ class RBMRegressor(L.LightningModule):
         out: dict[str, torch.Tensor] = {}
         if betas is None:
             betas = self._window_betas(self.betas_outputs(y))
-        pelvis_offset = y[..., -3:]
+        pelvis_offset, fit = y[..., -3:], None
         if self.plate_fit is not None and ctx.plates is not None:
             fit = self.plate_fit(rots, *ctx.plates, betas, causal=self.is_causal, carry=fit_carry)
             out["net_betas"], out["fit_carry"] = betas, fit.carry
             betas = fit.betas
-            fitted = fit.trans + self.joint_model.rest_joints(betas)[..., 0, :]
+        rest_pelvis = self.joint_model.rest_joints(betas)[..., 0, :]
+        if fit is not None:
+            fitted = fit.trans + rest_pelvis
             if ctx.pelvis is not None:
                 fitted = fitted - ctx.pelvis
             pelvis_offset = torch.where(fit.seen[..., None], fitted, pelvis_offset)
@@ -210,7 +212,7 @@ class RBMRegressor(L.LightningModule):
         # The network places the pelvis joint (rotation-equivariant, unlike SMPL's trans, which
         # is the pelvis minus its rest position J0(betas) in the fixed canonical frame).
         root, pelvis = FeatureEncoder.decode_root(rots[..., 0, :, :], pelvis_offset, ctx)
-        trans = pelvis - self.joint_model.rest_joints(betas)[..., 0, :]
+        trans = pelvis - rest_pelvis
         rotmats = torch.cat([root[..., None, :, :], rots[..., 1:, :, :]], dim=-3)
         return {**out, "rotmats": rotmats, "betas": betas, "trans": trans}
 

@@ -1,4 +1,5 @@
-"""Writing an evaluation: ``report.md``, ``metrics.json``, ``per_sequence.csv`` and plots."""
+"""Writing an evaluation: ``report.md``, ``metrics.json``, ``per_sequence.csv``, plots and each
+sequence's answers (``sequences/``, :mod:`rbmcap.evaluation.saved`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from rbmcap.evaluation.occlusion_report import (
 )
 from rbmcap.evaluation.options import HYBRID_CLAIM_FRACTION, EvalOptions
 from rbmcap.evaluation.results import MethodResult, methods_json
+from rbmcap.evaluation.saved import save_evaluation
 from rbmcap.evaluation.wording import share_of
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 
@@ -105,6 +107,7 @@ def write_report(result: dict, out: str | os.PathLike) -> dict:
     _write_csv(_conditions(methods, occlusions), out / "per_sequence.csv")
     plots = _plots(methods, averages, out, float(result["dataset"]["fps"]))
     _atomic_text(out / "report.md", _markdown(metrics, methods, averages, plots))
+    save_evaluation(out, result)
     return metrics
 
 

@@ -27,6 +27,7 @@ class MethodResult:
     convergence: list[dict] = field(default_factory=list)  # the split's curve (solvers)
     converged_ms_per_frame: float | None = None
     iterations: int | None = None
+    answers: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # sequence → params
 
     @property
     def ms_per_frame(self) -> float:
@@ -85,6 +86,7 @@ class Scorer:
         err = 1e3 * (pj - torch.from_numpy(np.array(seq.joints))).norm(dim=-1).sum(0).numpy()
         result.per_joint_mm = err if result.per_joint_mm is None else result.per_joint_mm + err
         result.per_frame.append(m.per_frame)
+        result.answers[seq.name] = {k: np.asarray(v) for k, v in params.numpy().items()}
         result.sequences.append(
             {
                 "sequence": seq.name,

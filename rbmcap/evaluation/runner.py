@@ -49,6 +49,7 @@ def evaluate(opts: EvalOptions) -> dict:
         "dataset": setup.describe(),
         "methods": methods,
         "occlusions": occlusions,
+        "observed": setup.observed(),
     }
 
 
@@ -147,6 +148,19 @@ class EvalSetup:
         marker_set = marker_set or self.marker_set
         solver = Solver(self.body, marker_set, config, self.prior, self.opts.device)
         return SolverRun(solver, self.fps, iterations=self.opts.solver_iterations)
+
+    def observed(self) -> dict:
+        """What a saved sequence needs beside the answers (:mod:`rbmcap.evaluation.saved`):
+        ``plate_names``, ``body``, ``gender``, ``fps`` and per evaluated sequence (every plate
+        seen) its name, observations and truth."""
+        markers = self.data.manifest.config["markers"]["markers"]
+        return {
+            "plate_names": [m["name"] for m in markers],
+            "body": self.body.identity,
+            "gender": getattr(self.body, "gender", "neutral"),
+            "fps": self.fps,
+            "sequences": [(s.name, s.observations, s.truth) for s in self.split()],
+        }
 
     def describe(self) -> dict:
         """The evaluated data, JSON-ready."""

@@ -145,6 +145,10 @@ class Windows:
         before = int(self._ends[seq - 1]) if seq else 0
         return seq, (k - before) * self.stride
 
+    def sequence_positions(self) -> np.ndarray:
+        """(len(self),) the sequence position of every window."""
+        return np.searchsorted(self._ends, np.arange(len(self)), side="right")
+
     def __getitem__(self, k: int) -> dict[str, np.ndarray]:
         """Window ``k`` as in-memory arrays (copies, safe to hand to torch)."""
         seq, start = self.locate(k)

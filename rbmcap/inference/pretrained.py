@@ -16,44 +16,19 @@ feature encoding or network code shows up as a changed figure.
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import torch
 import yaml
 
-from rbmcap.errors import ModelError
+from rbmcap.paths import pretrained_dir, pretrained_names, resolve_checkpoint
+
+__all__ = ["pretrained_dir", "pretrained_names", "resolve_checkpoint"]
 
 CHECK_KINDS = ("walk", "run", "squat", "reach", "jumping_jack", "kick")
 CHECK_FRAMES = 240
 CHECK_REALISM = "realistic"
-
-
-def pretrained_dir() -> Path:
-    """The folder of the shipped checkpoints (inside the installed package)."""
-    return Path(str(resources.files("rbmcap") / "pretrained"))
-
-
-def pretrained_names() -> list[str]:
-    """Names of the shipped checkpoints, sorted."""
-    folder = pretrained_dir()
-    return sorted(p.stem for p in folder.glob("*.ckpt")) if folder.is_dir() else []
-
-
-def resolve_checkpoint(spec: str | Path) -> Path:
-    """The checkpoint file ``spec`` names: an existing path, or a shipped model's name.
-
-    Raises:
-        ModelError: neither (the message lists the shipped names).
-    """
-    path = Path(spec)
-    if path.is_file():
-        return path
-    if str(spec) in pretrained_names():
-        return pretrained_dir() / f"{spec}.ckpt"
-    names = ", ".join(pretrained_names()) or "none"
-    raise ModelError(f"{spec}: no such checkpoint (file or pretrained model: {names})")
 
 
 def model_card(name: str) -> dict:

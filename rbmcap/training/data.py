@@ -131,9 +131,17 @@ _RENAME = {"rbm_pos": "pos", "rbm_rot": "rot", "rbm_valid": "valid"}
 
 class WindowDataset(Dataset):
     """Torch view of one split's windows: dict of tensors ``pos``, ``rot``, ``valid``, ``poses``,
-    ``betas`` (per window, from its first frame), ``trans``, ``joints``."""
+    ``betas`` (per window, from its first frame), ``trans``, ``joints``.
 
-    def __init__(self, path: str | Path, split: str, length: int, stride: int) -> None:
+    ``oversample`` maps a glob over sequence names (``fnmatch``) to a whole repeat count: each
+    window of a matching sequence appears that many times (the first matching glob counts), so
+    a small source (e.g. real clips among thousands of procedural ones) weighs more per epoch.
+    """
+
+    def __init__(
+        self, path: str | Path, split: str, length: int, stride: int,
+        oversample: dict[str, int] | None = None,
+    ) -> None:  # fmt: skip
         self.data = RBMDataset(path, split)
         self.windows = self.data.windows(length, stride)
         if len(self.windows) == 0:
@@ -142,15 +150,35 @@ class WindowDataset(Dataset):
                 f"{path}: split {split!r} has no window of {length} frames "
                 f"(longest sequence: {longest} frames)"
             )
+        self.index = window_repeats(self.windows, self.data.sequences, oversample or {})
 
     def __len__(self) -> int:
-        return len(self.windows)
+        return len(self.index)
 
     def __getitem__(self, k: int) -> dict[str, torch.Tensor]:
-        w = self.windows[k]
+        w = self.windows[int(self.index[k])]
         out = {_RENAME.get(n, n): torch.from_numpy(np.ascontiguousarray(a)) for n, a in w.items()}
         out["betas"] = out["betas"][0]
         return out
+
+
+def window_repeats(windows, sequences, oversample: dict[str, int]) -> np.ndarray:
+    """The window indices of a :class:`WindowDataset`, each repeated as ``oversample`` says
+    (window order kept). ConfigError for a count below 1 or a glob that matches nothing."""
+    import fnmatch
+
+    repeat = np.ones(len(sequences), dtype=np.int64)
+    names = [s.name for s in sequences]
+    for pattern, count in oversample.items():
+        if int(count) < 1 or int(count) != count:
+            raise ConfigError(f"data.oversample[{pattern!r}] = {count}: expected a whole "
+                              "number >= 1")  # fmt: skip
+        hit = [i for i, n in enumerate(names) if fnmatch.fnmatchcase(n, pattern)]
+        if not hit:
+            raise ConfigError(f"data.oversample: {pattern!r} matches no sequence of the split")
+        fresh = [i for i in hit if repeat[i] == 1]
+        repeat[fresh] = int(count)
+    return np.repeat(np.arange(len(windows)), repeat[windows.sequence_positions()])
 
 
 class RBMDataModule(L.LightningDataModule):
@@ -165,6 +193,8 @@ class RBMDataModule(L.LightningDataModule):
         train_split, val_split, test_split: split names (model selection uses ``val_split``).
         recipe: how :meth:`prepare_data` makes the dataset when ``path`` has none; without it a
             missing dataset is a :class:`DataError`.
+        oversample: training split only: glob over sequence names → repeat count of their
+            windows (see :class:`WindowDataset`).
         markers: the marker set the dataset must have been made with (checked in :meth:`setup`).
 
     Lightning runs :meth:`prepare_data` on local rank 0 of each node; where several nodes share
@@ -184,8 +214,10 @@ class RBMDataModule(L.LightningDataModule):
         *,
         recipe: DatasetRecipe | None = None,
         markers: MarkerSet | None = None,
+        oversample: dict[str, int] | None = None,
     ) -> None:
         super().__init__()
+        self.oversample = dict(oversample or {})
         self.path = Path(path)
         self.window = int(window)
         self.train_stride = int(train_stride) if train_stride is not None else self.window
@@ -217,7 +249,9 @@ class RBMDataModule(L.LightningDataModule):
     def dataset(self, stage: str) -> WindowDataset:
         if stage not in self._sets:
             stride = self.train_stride if stage == "train" else self.window
-            self._sets[stage] = WindowDataset(self.path, self.splits[stage], self.window, stride)
+            repeats = self.oversample if stage == "train" else None
+            self._sets[stage] = WindowDataset(self.path, self.splits[stage], self.window, stride,
+                                              repeats)  # fmt: skip
         return self._sets[stage]
 
     def _loader(self, stage: str, shuffle: bool) -> DataLoader:

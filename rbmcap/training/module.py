@@ -29,13 +29,15 @@ from rbmcap.model.rotation6d import rotation_6d_to_matrix
 from rbmcap.skeleton import SMPL_PARENTS
 from rbmcap.training.dropout import drop_markers, hide_plates
 
-LOSS_KEYS = ("rotation", "w_rotation", "w_betas", "w_trans", "w_joints", "w_velocity")
+LOSS_KEYS = (
+    "rotation", "w_rotation", "w_betas", "w_trans", "w_joints", "w_velocity", "w_acceleration"
+)  # fmt: skip
 OPTIM_KEYS = ("lr", "weight_decay", "decay", "decay_every")
 AUGMENT_KEYS = ("marker_dropout", "dropout_span", "hide_plates")
 """The keys of the ``loss``, ``optim`` and ``augment`` sections. Their values are written once,
 in the Hydra tree (``rbmcap/conf/loss``, ``optim``, ``train.yaml``); the module has no defaults."""
 
-ADDED_KEYS = {"w_velocity": 0.0, "hide_plates": 0.0}
+ADDED_KEYS = {"w_velocity": 0.0, "w_acceleration": 0.0, "hide_plates": 0.0}
 """Keys added after checkpoints were shipped, with the value that reproduces the older
 behaviour: a checkpoint whose section lacks one loads with it (nothing else may be missing)."""
 
@@ -244,6 +246,7 @@ class RBMRegressor(L.LightningModule):
             "trans": trans_l2(out["trans"], trans),
             "joints": (pred_joints - joints).norm(dim=-1).mean(),
             "velocity": _velocity_error(pred_joints, joints),
+            "acceleration": _difference_error(pred_joints, joints, order=2),
         }
         if "net_betas" in out:  # the plate fit's prior: the network's own estimate
             terms["betas"] = terms["betas"] + betas_l1(out["net_betas"], betas[..., None, :])
@@ -292,10 +295,17 @@ class RBMRegressor(L.LightningModule):
 def _velocity_error(pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
     """Mean distance (m per frame) between predicted and true joint velocities (..., T, J, 3):
     penalises frame-to-frame jitter that the per-frame terms cannot see."""
-    if pred.shape[-3] < 2:
+    return _difference_error(pred, true, order=1)
+
+
+def _difference_error(pred: torch.Tensor, true: torch.Tensor, order: int) -> torch.Tensor:
+    """Mean distance between the ``order``-th frame differences of predicted and true joints
+    (..., T, J, 3): m per frame (velocity) for 1, m per frame² (acceleration) for 2; zero when
+    the window is too short."""
+    if pred.shape[-3] <= order:
         return pred.new_zeros(())
-    dv = pred.diff(dim=-3) - true.diff(dim=-3)
-    return dv.norm(dim=-1).mean()
+    d = pred.diff(n=order, dim=-3) - true.diff(n=order, dim=-3)
+    return d.norm(dim=-1).mean()
 
 
 def _plain_data(value):

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from rbmcap.errors import ConfigError
+from rbmcap.paths import resolve_checkpoint
 from rbmcap.training.data import DatasetRecipe, RBMDataModule
 
 log = logging.getLogger("rbmcap.train")
@@ -83,6 +85,24 @@ def build_model(cfg: DictConfig, body, markers):
     return factory(**body_and_marker_facts(body, markers))
 
 
+def load_initial_weights(model, spec: str | Path) -> None:
+    """Start ``model`` from the weights of the checkpoint ``spec`` (a path or a shipped model's
+    name, e.g. ``standin-rbm14``) to fine-tune it; the optimiser and schedule start afresh.
+    ConfigError when the architectures differ (the configuration must build the same network)."""
+    path = resolve_checkpoint(spec)
+    state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[-1].strip()
+        raise ConfigError(f"init_from={spec}: another architecture ({first})") from exc
+    if missing or unexpected:
+        names = ", ".join([*missing, *unexpected][:4])
+        raise ConfigError(f"init_from={spec}: another architecture ({len(missing)} weights "
+                          f"missing, {len(unexpected)} unexpected: {names}, ...)")  # fmt: skip
+    log.info("starting from the weights of %s", path)
+
+
 def build_datamodule(cfg: DictConfig, markers) -> RBMDataModule:
     """Windows of the dataset at ``cfg.data.path``; made from ``cfg.data.generate`` (when set)
     by ``prepare_data`` if it does not exist."""
@@ -101,6 +121,7 @@ def build_datamodule(cfg: DictConfig, markers) -> RBMDataModule:
         data.path, window=int(data.window), batch_size=int(data.batch_size),
         train_stride=int(data.train_stride), num_workers=int(data.num_workers),
         recipe=recipe, markers=markers,
+        oversample=OmegaConf.to_container(data.oversample) if data.get("oversample") else None,
     )  # fmt: skip
 
 
@@ -137,6 +158,8 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
     body = load_body_model(str(cfg.data.body))
     markers = configured_markers(cfg)
     model = build_model(cfg, body, markers)
+    if cfg.get("init_from"):
+        load_initial_weights(model, cfg.init_from)
     datamodule = build_datamodule(cfg, markers)
     trainer, checkpoint = build_trainer(cfg, output_dir)
     log.info("model: %s features, %s network, %.2f M parameters", cfg.features, cfg.model.name,

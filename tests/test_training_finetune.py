@@ -1,0 +1,82 @@
+"""Fine-tuning pieces: starting from another checkpoint's weights (``init_from``) and
+oversampling the training windows of chosen sequences (``data.oversample``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from test_training import _probed
+
+from rbmcap.configfiles import conf_dir
+from rbmcap.dataset import RBMDataset
+from rbmcap.errors import ConfigError
+from rbmcap.training.data import RBMDataModule, WindowDataset
+from rbmcap.training.run import build_model, configured_markers, load_initial_weights
+
+
+def _compose(*overrides: str):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return compose("train", overrides=list(overrides))
+
+
+def test_init_from_starts_a_fresh_run_from_the_weights(tmp_path, tiny_dataset, monkeypatch):
+    from rbmcap.training.run import train
+
+    monkeypatch.setenv("RBMCAP_ROOT", str(tmp_path))
+    probe = _probed(monkeypatch)
+    overrides = [
+        f"data.path={tiny_dataset}", "data.window=30", "data.batch_size=4",
+        "model=mlp", "model.hidden_dim=64", "model.num_blocks=1",
+        "trainer.max_epochs=1", "+trainer.limit_train_batches=3", "+trainer.limit_val_batches=2",
+        "trainer.enable_progress_bar=false", "logger=none",
+    ]  # fmt: skip
+    first = train(_compose(*overrides, "seed=1"), tmp_path / "run1")
+    saved = torch.load(first["last_checkpoint"], weights_only=True)["state_dict"]
+    train(_compose(*overrides, f"init_from={first['last_checkpoint']}"), tmp_path / "run2")
+    assert (probe.step, probe.epoch) == (0, 0)  # a new run: step, epoch and schedule afresh
+    for name, value in saved.items():
+        torch.testing.assert_close(probe.weights[name], value, rtol=0, atol=0, msg=name)
+    other = _compose(*overrides, "model.hidden_dim=32", f"init_from={first['last_checkpoint']}")
+    with pytest.raises(ConfigError, match="another architecture"):
+        train(other, tmp_path / "run3")
+
+
+def test_init_from_resolves_a_shipped_model(standin):
+    cfg = _compose("experiment=cpu_real")
+    model = build_model(cfg, standin, configured_markers(cfg))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    load_initial_weights(model, "standin-rbm14")
+    changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
+    assert len(changed) > 10
+
+
+def test_oversampled_sequences_repeat_their_windows(tiny_dataset):
+    names = [s.name for s in RBMDataset(tiny_dataset, "train").sequences]
+    plain = WindowDataset(tiny_dataset, "train", 30, 15)
+    boosted = WindowDataset(tiny_dataset, "train", 30, 15, {names[0]: 3, names[1]: 2})
+    per_seq = np.bincount(plain.windows.sequence_positions(), minlength=len(names))
+    assert len(boosted) == len(plain) + 2 * per_seq[0] + per_seq[1]
+    first = boosted.windows.sequence_positions()[boosted.index]
+    assert np.bincount(first, minlength=len(names))[0] == 3 * per_seq[0]
+    a, b = boosted[0], plain[0]  # window 0 (of the first sequence) comes first, thrice
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert torch.equal(boosted[2]["pos"], plain[0]["pos"])
+    module = RBMDataModule(tiny_dataset, window=30, batch_size=2, oversample={names[0]: 3})
+    strided = WindowDataset(tiny_dataset, "train", 30, 30)  # the module's stride: its window
+    assert (
+        len(module.dataset("train"))
+        == len(strided) + 2 * (strided.windows.sequence_positions() == 0).sum()
+    )
+    assert len(module.dataset("val")) == len(WindowDataset(tiny_dataset, "val", 30, 30))
+
+
+@pytest.mark.parametrize(("oversample", "needle"), [
+    ({"no-such-*": 2}, "matches no sequence"),
+    ({"*": 0}, "expected a whole number >= 1"),
+    ({"*": 1.5}, "expected a whole number >= 1"),
+])  # fmt: skip
+def test_bad_oversampling_is_a_config_error(tiny_dataset, oversample, needle):
+    with pytest.raises(ConfigError, match=needle):
+        WindowDataset(tiny_dataset, "train", 30, 15, oversample)

@@ -15,12 +15,28 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 CELL_TIMEOUT_S = 600
-"""Per cell; the longest cell is the walkthrough's tiny training run (15–30 s on an idle 2-core
-machine, minutes when the cores are shared)."""
+"""Per cell; the longest cells are the tiny training runs of the walkthrough and of
+training_and_eval (15–40 s each on an idle 2-core machine, minutes when the cores are shared)."""
 
 EXECUTED = {
     # notebook -> files (relative to its working directory) a run must leave behind
-    "quickstart.ipynb": ("quickstart_body.png",),
+    "quickstart.ipynb": (
+        "quickstart_body.png",
+        "quickstart_plates.png",
+        "quickstart_error.png",
+        "quickstart_prediction.png",
+    ),
+    "training_and_eval.ipynb": (
+        "outputs/training_and_eval/train/checkpoints/last.ckpt",
+        "outputs/training_and_eval/training_loss.png",
+        "outputs/training_and_eval/eval/report.md",
+        "outputs/training_and_eval/eval/metrics.json",
+        "outputs/training_and_eval/eval/per_sequence.csv",
+        "outputs/training_and_eval/eval/per_joint_error.png",
+        "outputs/training_and_eval/eval/error_over_time.png",
+        "outputs/training_and_eval/eval/speed_vs_accuracy.png",
+        "outputs/training_and_eval/eval_pretrained/metrics.json",
+    ),
     "vicon_walkthrough.ipynb": (
         "outputs/vicon_walkthrough/walk_segments.csv",
         "outputs/vicon_walkthrough/capture.npz",
@@ -122,3 +138,26 @@ def test_walkthrough_exports_hold_the_whole_capture(executed):
     assert bvh.frame_time == pytest.approx(1 / capture.fps)
     scene = trimesh.load(out / "motion.glb")
     assert len(scene.geometry) == 1
+
+
+@pytest.mark.slow
+def test_training_notebook_scores_its_own_checkpoint_beside_the_baseline(executed):
+    """training_and_eval's report scores the checkpoint the notebook trained, beside the 6-DoF
+    baseline, on 40 test frames of the dataset its overrides made (12 motions, data seed 1); the
+    shipped model, scored on the same frames, is well ahead of one short epoch."""
+    import json
+
+    _, cwd, _ = executed("training_and_eval.ipynb")
+    out = cwd / "outputs" / "training_and_eval"
+    metrics = json.loads((out / "eval" / "metrics.json").read_text())
+    ckpt = Path(metrics["options"]["ckpt"])
+    assert (cwd / ckpt).resolve().parent == (out / "train" / "checkpoints").resolve()
+    assert Path(metrics["options"]["data"]).name == "procedural_n12_s1_b0_rbm14_realistic"
+    assert set(metrics["methods"]) == {"network", "baseline_6dof"}
+    for m in metrics["methods"].values():
+        assert m["frames"] == 40 and np.isfinite(m["metrics"]["mpjpe_mm"])
+    pretrained = json.loads((out / "eval_pretrained" / "metrics.json").read_text())
+    assert pretrained["options"]["ckpt"] == "standin-rbm14"
+    assert pretrained["methods"]["network"]["frames"] == 40
+    tiny = metrics["methods"]["network"]["metrics"]["mpjpe_mm"]
+    assert pretrained["methods"]["network"]["metrics"]["mpjpe_mm"] < tiny / 2

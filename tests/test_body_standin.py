@@ -218,3 +218,23 @@ def test_bench_skinning_compares_sparse_and_full_skinning(standin, capsys):
     # ... to float precision of the full forward, and much faster
     assert 0 <= result["max_abs_difference_m"] < 1e-5
     assert result["full_ms_per_frame"] > 2 * result["sparse_ms_per_frame"] > 0
+
+
+def test_rendering_leaves_the_callers_matplotlib_backend_alone(standin, tmp_path):
+    """A notebook's inline backend must survive a render (pyplot would switch it to Agg)."""
+    import matplotlib
+
+    from rbmcap.body.render import render_meshes
+
+    before = matplotlib.get_backend()
+    matplotlib.use("svg")
+    try:
+        import torch
+
+        with torch.no_grad():
+            v = standin.forward(torch.zeros(24, 3)).vertices.numpy()
+        render_meshes([(v, np.asarray(standin.faces))], tmp_path / "one.png")
+        assert (tmp_path / "one.png").stat().st_size > 1000
+        assert matplotlib.get_backend() == "svg"
+    finally:
+        matplotlib.use(before)

@@ -17,10 +17,18 @@ from rbmcap.metrics import evaluate_sequence
 
 @pytest.fixture(scope="module")
 def evaluated(checkpoint, tiny_dataset, tmp_path_factory):
+    import matplotlib
+
     out = tmp_path_factory.mktemp("saved") / "eval"
-    code = main(["eval", "--ckpt", str(checkpoint), "--data", str(tiny_dataset), "--split", "test",
-                 "--baseline", "--max-frames", "40", "--frames-per-sequence", "25",
-                 "--solver-iterations", "5", "--out", str(out)])  # fmt: skip
+    before = matplotlib.get_backend()
+    matplotlib.use("svg")  # the report's plots must leave a notebook's backend alone
+    try:
+        code = main(["eval", "--ckpt", str(checkpoint), "--data", str(tiny_dataset), "--split",
+                     "test", "--baseline", "--max-frames", "40", "--frames-per-sequence", "25",
+                     "--solver-iterations", "5", "--out", str(out)])  # fmt: skip
+        assert matplotlib.get_backend() == "svg"
+    finally:
+        matplotlib.use(before)
     assert code == 0
     return out
 

@@ -62,15 +62,14 @@ def render_meshes(
     views: Sequence[str] | None = None,
     size: float = 4.0,
 ) -> Path:
-    """Render meshes side by side into a PNG; returns its path."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Render meshes side by side into a PNG; returns its path. Drawn on a figure of its own
+    (no pyplot), so the caller's matplotlib backend and figures are left as they are."""
+    from matplotlib.figure import Figure
 
     n = len(meshes)
     views = list(views or ["front"] * n)
-    fig, axes = plt.subplots(1, n, figsize=(size * n, size * 1.25), squeeze=False)
+    fig = Figure(figsize=(size * n, size * 1.25))
+    axes = fig.subplots(1, n, squeeze=False)
     bounds = [draw_mesh(ax, v, f, views[i]) for i, ((v, f), ax) in enumerate(zip(meshes, axes[0]))]
     # one scale for every panel, so differences in size between the meshes stay visible
     half = max((hi - lo).max() for lo, hi in bounds) / 2 * 1.05
@@ -87,5 +86,4 @@ def render_meshes(
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
-    plt.close(fig)
     return out

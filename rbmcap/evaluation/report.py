@@ -250,14 +250,13 @@ def _fmt(v) -> str:
 
 
 def _plots(methods, averages, out: Path, fps: float) -> list[Path]:
-    """The per-joint error, error over time and speed-accuracy plots (PNG) in ``out``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """The per-joint error, error over time and speed-accuracy plots (PNG) in ``out``, each on
+    a figure of its own (no pyplot: the caller's matplotlib backend is left as it is)."""
+    from matplotlib.figure import Figure
 
     paths = []
-    fig, ax = plt.subplots(figsize=(12, 4))
+    fig = Figure(figsize=(12, 4))
+    ax = fig.subplots()
     width = 0.8 / len(methods)
     for i, m in enumerate(methods.values()):
         if m.per_joint_mm is not None:
@@ -268,7 +267,8 @@ def _plots(methods, averages, out: Path, fps: float) -> list[Path]:
     fig.tight_layout()
     paths.append(_save(fig, out / "per_joint_error.png"))
 
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig = Figure(figsize=(10, 4))
+    ax = fig.subplots()
     for m in methods.values():
         if m.per_frame:
             series = m.per_frame[0]["mpjpe_mm"]
@@ -281,7 +281,8 @@ def _plots(methods, averages, out: Path, fps: float) -> list[Path]:
     fig.tight_layout()
     paths.append(_save(fig, out / "error_over_time.png"))
 
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig = Figure(figsize=(7, 5))
+    ax = fig.subplots()
     for name, m in methods.items():
         a = averages[name]
         dot = ax.scatter(a["ms_per_frame"], a["mpjpe_mm"], s=60, label=m.label, zorder=3)
@@ -308,8 +309,5 @@ def _plots(methods, averages, out: Path, fps: float) -> list[Path]:
 
 
 def _save(fig, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return path

@@ -60,6 +60,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", help=f"torch device (default {d['device']})")
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--json", action="store_true", help="print the metrics object")
+    p.add_argument(
+        "--render-worst",
+        action="store_true",
+        help="also draw the network's worst sequence, every method side by side with the "
+        "plates, as worst_<sequence>.gif beside the report (see rbmcap render)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -106,9 +112,19 @@ def _run(args) -> int:
     if not args.json:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     metrics = write_report(evaluate(opts), args.out)
+    clip = _render_worst(args.out) if args.render_worst else None
     if args.json:
         print(json.dumps(metrics))
     else:
         print((args.out / "report.md").read_text())
         print(f"wrote {args.out}/report.md, metrics.json, per_sequence.csv and plots")
+        if clip is not None:
+            print(f"wrote {clip}")
     return 0
+
+
+def _render_worst(out: Path) -> Path:
+    from rbmcap.render.worst import render_worst
+
+    logging.getLogger(__name__).info("rendering the worst sequence")
+    return render_worst(out)

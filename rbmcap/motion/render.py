@@ -23,8 +23,12 @@ from rbmcap.motion.smpl_motion import SMPLMotion
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
 _LEFT, _RIGHT, _MID = "#1f5fbf", "#c8312b", "#333333"
-_HALF_WIDTH = 1.0  # metres of floor shown either side of the pelvis
+HALF_WIDTH = 1.0
+"""Metres of floor shown either side of the camera's centre (the picture is 2·HALF_WIDTH tall)."""
 _GRID = 0.5
+FLOOR_COLOUR, SHADOW_COLOUR = "#dddddd", "#c4c4c4"
+ELEVATION_DEG = 12.0
+"""The camera's height above the floor's plane, as an angle seen from the centre."""
 
 
 def frame_indices(num_frames: int, fps: float, out_fps: float, max_frames: int) -> np.ndarray:
@@ -64,16 +68,12 @@ def render_motion(
     idx = frame_indices(motion.num_frames, motion.fps, out_fps, max_frames)
     step = int(idx[1] - idx[0]) if len(idx) > 1 else 1
     playback = motion.fps / step  # real time, however thinned
-    view_azim = _camera_azimuth(joints)
+    view_azim = camera_azimuth(joints)
     dpi = 80
     fig = plt.figure(figsize=(size_px / dpi, size_px / dpi), dpi=dpi)
     ax = fig.add_subplot(projection="3d")
     fig.subplots_adjust(0, 0, 1, 1)
-    # Follow the pelvis when the body travels; otherwise keep the floor still under it.
-    path = joints[:, 0, :2]
-    centres = path.copy()
-    if np.linalg.norm(path - path.mean(0), axis=-1).max() < 0.6:
-        centres[:] = path.mean(0)
+    centres = camera_centres(joints)
 
     def draw(k: int):
         _draw_frame(ax, joints, idx[k], centres[idx[k]], view_azim, motion)
@@ -93,9 +93,9 @@ def render_motion(
 def _draw_frame(ax, joints: np.ndarray, i: int, centre: np.ndarray, azim: float, motion) -> None:
     """Draw frame ``i`` of ``joints`` (T, 24, 3) m on the 3-D axes: floor grid around ``centre``
     (2,), the pelvis trail, bones with their floor shadows, the head, and a time label."""
-    colours = [_bone_colour(j) for j in range(24)]
+    colours = [bone_colour(j) for j in range(24)]
     ax.cla()
-    lo, hi = centre - _HALF_WIDTH, centre + _HALF_WIDTH
+    lo, hi = centre - HALF_WIDTH, centre + HALF_WIDTH
     _floor_grid(ax, lo, hi)
     trail = joints[: i + 1, 0]
     keep = np.all((trail[:, :2] >= lo) & (trail[:, :2] <= hi), axis=1)
@@ -104,27 +104,39 @@ def _draw_frame(ax, joints: np.ndarray, i: int, centre: np.ndarray, azim: float,
         if p < 0:
             continue
         seg = joints[i, [p, j]]
-        ax.plot(seg[:, 0], seg[:, 1], [0.0, 0.0], color="#c4c4c4", lw=2.5)  # shadow
+        ax.plot(seg[:, 0], seg[:, 1], [0.0, 0.0], color=SHADOW_COLOUR, lw=2.5)  # shadow
         ax.plot(seg[:, 0], seg[:, 1], seg[:, 2], color=colours[j], lw=3)
     ax.scatter(*joints[i].T, s=6, color=_MID, depthshade=False)
     head = joints[i, SMPL_JOINT_NAMES.index("head")]
     ax.scatter(*head, s=140, color=_MID, depthshade=False)
     ax.set_xlim(lo[0], hi[0])
     ax.set_ylim(lo[1], hi[1])
-    ax.set_zlim(0.0, 2 * _HALF_WIDTH)
+    ax.set_zlim(0.0, 2 * HALF_WIDTH)
     ax.set_box_aspect((1, 1, 1), zoom=1.3)
-    ax.view_init(elev=12, azim=azim)
+    ax.view_init(elev=ELEVATION_DEG, azim=azim)
     ax.set_axis_off()
     label = f"{motion.name}  {i / motion.fps:5.2f} s"
     ax.text2D(0.03, 0.95, label, transform=ax.transAxes, fontsize=9)
 
 
-def _bone_colour(j: int) -> str:
+def bone_colour(j: int) -> str:
+    """Colour of SMPL joint ``j``'s bone (to its parent): the subject's left blue, right red,
+    the middle dark grey."""
     name = SMPL_JOINT_NAMES[j]
     return _LEFT if name.startswith("left") else _RIGHT if name.startswith("right") else _MID
 
 
-def _camera_azimuth(joints: np.ndarray) -> float:
+def camera_centres(joints: np.ndarray) -> np.ndarray:
+    """(T, 2) floor point the camera looks at in each frame of ``joints`` (T, 24, 3): the
+    pelvis when the body travels, otherwise its mean position (the floor keeps still)."""
+    path = joints[:, 0, :2]
+    centres = path.copy()
+    if np.linalg.norm(path - path.mean(0), axis=-1).max() < 0.6:
+        centres[:] = path.mean(0)
+    return centres
+
+
+def camera_azimuth(joints: np.ndarray) -> float:
     """matplotlib azimuth (degrees) of a camera beside the main direction of travel, or in
     front and to the left of the body when it stays in place."""
     travel = joints[-1, 0, :2] - joints[0, 0, :2]
@@ -138,8 +150,16 @@ def _camera_azimuth(joints: np.ndarray) -> float:
     return float(np.degrees(np.arctan2(camera[1], camera[0])))
 
 
+def floor_grid_segments(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(K, 2, 3) floor lines (z = 0) of the grid squares inside the rectangle ``lo``…``hi``
+    (2,) m, lines along y first, then along x."""
+    xs = np.arange(np.ceil(lo[0] / _GRID) * _GRID, hi[0] + 1e-9, _GRID)
+    ys = np.arange(np.ceil(lo[1] / _GRID) * _GRID, hi[1] + 1e-9, _GRID)
+    along_y = [[[x, lo[1], 0.0], [x, hi[1], 0.0]] for x in xs]
+    along_x = [[[lo[0], y, 0.0], [hi[0], y, 0.0]] for y in ys]
+    return np.array(along_y + along_x, dtype=np.float64).reshape(-1, 2, 3)
+
+
 def _floor_grid(ax, lo: np.ndarray, hi: np.ndarray) -> None:
-    for x in np.arange(np.ceil(lo[0] / _GRID) * _GRID, hi[0] + 1e-9, _GRID):
-        ax.plot([x, x], [lo[1], hi[1]], [0, 0], color="#dddddd", lw=0.8)
-    for y in np.arange(np.ceil(lo[1] / _GRID) * _GRID, hi[1] + 1e-9, _GRID):
-        ax.plot([lo[0], hi[0]], [y, y], [0, 0], color="#dddddd", lw=0.8)
+    for seg in floor_grid_segments(lo, hi):
+        ax.plot(seg[:, 0], seg[:, 1], seg[:, 2], color=FLOOR_COLOUR, lw=0.8)

@@ -119,17 +119,22 @@ def _probed(monkeypatch) -> _StartProbe:
     return probe
 
 
+def tiny_run(dataset, *extra: str) -> list[str]:
+    """Overrides for a run of seconds: a small MLP, one epoch of 3 batches on ``dataset``."""
+    return [
+        f"data.path={dataset}", "data.window=30", "data.batch_size=4",
+        "model=mlp", "model.hidden_dim=64", "model.num_blocks=1",
+        "trainer.max_epochs=1", "+trainer.limit_train_batches=3", "+trainer.limit_val_batches=2",
+        "trainer.enable_progress_bar=false", *extra,
+    ]  # fmt: skip
+
+
 def test_train_py_wiring_trains_checkpoints_and_resumes(tmp_path, tiny_dataset, monkeypatch):
     from rbmcap.training.run import train
 
     monkeypatch.setenv("RBMCAP_ROOT", str(tmp_path))
     probe = _probed(monkeypatch)
-    overrides = [
-        f"data.path={tiny_dataset}", "data.window=30", "data.batch_size=4",
-        "model=mlp", "model.hidden_dim=64", "model.num_blocks=1",
-        "trainer.max_epochs=1", "+trainer.limit_train_batches=3", "+trainer.limit_val_batches=2",
-        "trainer.enable_progress_bar=false", "logger=csv",
-    ]  # fmt: skip
+    overrides = tiny_run(tiny_dataset, "logger=csv")
     first = train(_compose(*overrides), tmp_path / "run1")
     assert first["best_val_mpjpe_mm"] > 0 and Path(first["last_checkpoint"]).is_file()
     metrics = (tmp_path / "run1" / "csv" / "version_0" / "metrics.csv").read_text()

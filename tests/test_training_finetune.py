@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from test_training import _probed
+from test_training import _probed, tiny_run
 
 from rbmcap.configfiles import conf_dir
 from rbmcap.dataset import RBMDataset
@@ -26,12 +26,7 @@ def test_init_from_starts_a_fresh_run_from_the_weights(tmp_path, tiny_dataset, m
 
     monkeypatch.setenv("RBMCAP_ROOT", str(tmp_path))
     probe = _probed(monkeypatch)
-    overrides = [
-        f"data.path={tiny_dataset}", "data.window=30", "data.batch_size=4",
-        "model=mlp", "model.hidden_dim=64", "model.num_blocks=1",
-        "trainer.max_epochs=1", "+trainer.limit_train_batches=3", "+trainer.limit_val_batches=2",
-        "trainer.enable_progress_bar=false", "logger=none",
-    ]  # fmt: skip
+    overrides = tiny_run(tiny_dataset, "logger=none")
     first = train(_compose(*overrides, "seed=1"), tmp_path / "run1")
     saved = torch.load(first["last_checkpoint"], weights_only=True)["state_dict"]
     train(_compose(*overrides, f"init_from={first['last_checkpoint']}"), tmp_path / "run2")

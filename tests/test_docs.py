@@ -1,5 +1,6 @@
-"""The documentation holds: its links resolve, the commands it shows exist, every benchmark and
-marker set is documented, and the README's Python example runs and prints what the README says.
+"""The documentation holds: its links resolve, the commands it shows exist and parse, every
+benchmark and marker set is documented, and the README's Python example runs and prints what the
+README says.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import argparse
 import contextlib
 import io
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -65,6 +67,23 @@ def commands(page: Path) -> list[tuple[str, ...]]:
     return found
 
 
+def command_lines(page: Path) -> list[list[str]]:
+    """The arguments after ``rbmcap`` of each command in a page's bash blocks, ready for the
+    parser: continuation lines joined, comments dropped, optional ``[...]`` parts left out and
+    ``<placeholders>`` filled in. Lines with a ``NAME`` or ``|`` alternatives are left out."""
+    found = []
+    for block in fenced_blocks(page.read_text(encoding="utf-8"), "bash"):
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+            line = re.sub(r"<[^>]*>", "x", re.sub(r"\[[^\]]*\]", "", line.split("#", 1)[0]))
+            tokens = shlex.split(line)
+            starts = [i for i, t in enumerate(tokens) if t == "rbmcap" or t.endswith("bin/rbmcap")]
+            if starts and "NAME" not in tokens and "|" not in tokens:
+                rest = tokens[starts[0] + 1 :]
+                stop = [i for i, t in enumerate(rest) if t in ("&&", ";", "||")]
+                found.append(rest[: stop[0]] if stop else rest)
+    return found
+
+
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     """A parser's sub-command parsers by name (empty when it has none)."""
     for action in parser._actions:
@@ -113,6 +132,24 @@ def test_every_command_in_a_bash_block_exists():
                 unknown.append(f"{page.name}: rbmcap {words[0]} {second}")
     assert not unknown, "commands the CLI does not have: " + ", ".join(unknown)
     assert len({w[0] for p in PAGES for w in commands(p) if w}) >= 10
+
+
+def test_every_command_line_parses():
+    from rbmcap.cli.main import build_parser
+
+    parser = build_parser()
+    lines = [(page.name, args) for page in PAGES for args in command_lines(page)]
+    failed = []
+    for name, args in lines:
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                parser.parse_args(args)
+        except SystemExit:
+            why = err.getvalue().strip().splitlines()[-1]
+            failed.append(f"{name}: rbmcap {' '.join(args)}: {why}")
+    assert not failed, "command lines the CLI rejects:\n" + "\n".join(failed)
+    assert len(lines) > 40
 
 
 def test_every_benchmark_is_documented_with_its_command():

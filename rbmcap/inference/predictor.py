@@ -1,12 +1,14 @@
 """``Predictor``: a trained checkpoint as a plain function from RBM observations to SMPL.
 
 Whole sequences run in overlapping chunks (each frame's answer comes from the chunk where it is
-furthest from an edge); streams keep the last ``context`` frames and answer for the newest one,
-or use a causal GRU's recurrent state. Missing plates are masked through ``valid``.
+furthest from an edge), then are smoothed over time (:mod:`rbmcap.inference.smoothing`);
+streams keep the last ``context`` frames and answer for the newest one, or use a causal GRU's
+recurrent state. Missing plates are masked through ``valid``.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import torch
 
 from rbmcap.body.params import SMPLParams
 from rbmcap.errors import DataError, FormatError, ModelError
+from rbmcap.inference.smoothing import DEFAULT_SIGMA_FRAMES, smooth_answer
 
 
 class Predictor:
@@ -22,11 +25,19 @@ class Predictor:
 
     Args:
         model: the trained module; chunk: frames per chunk; overlap: frames shared by chunks.
+        smoothing: σ (frames) of the zero-phase Gaussian over a whole sequence's answer
+            (:func:`rbmcap.inference.smoothing.smooth_answer`; 0: the network's raw answer).
     """
 
-    def __init__(self, model, chunk: int = 240, overlap: int = 60, device: str = "cpu") -> None:
+    def __init__(
+        self, model, chunk: int = 240, overlap: int = 60, device: str = "cpu",
+        smoothing: float = DEFAULT_SIGMA_FRAMES,
+    ) -> None:  # fmt: skip
         if not 0 <= 2 * overlap < chunk:
             raise ModelError(f"chunk={chunk}, overlap={overlap}: need 0 <= 2*overlap < chunk")
+        if not (math.isfinite(smoothing) and smoothing >= 0):
+            raise ModelError(f"smoothing={smoothing}: expected a number of frames >= 0")
+        self.smoothing = float(smoothing)
         self.model = model.to(device).eval()
         self.device = torch.device(device)
         self.chunk, self.overlap = int(chunk), int(overlap)
@@ -73,9 +84,12 @@ class Predictor:
         return pos, rot, valid
 
     @torch.no_grad()
-    def predict(self, pos, rot, valid, *, progress: bool = False) -> SMPLParams:
+    def predict(
+        self, pos, rot, valid, *, progress: bool = False, smoothing: float | None = None
+    ) -> SMPLParams:
         """Predict a whole sequence: pos (T, N, 3) m, rot (T, N, 3, 3), valid (T, N) bool;
-        ``progress`` shows a bar over the chunks on stderr.
+        ``progress`` shows a bar over the chunks on stderr; ``smoothing`` overrides the
+        predictor's σ (frames) for this call.
 
         Returns:
             :class:`SMPLParams` (CPU float32): ``poses`` (T, 24, 3), ``betas`` (B,) averaged over
@@ -104,6 +118,8 @@ class Predictor:
             trans[lo:hi] = out["trans"][0, lo - s : hi - s].cpu()
             betas_sum += out["betas"][0, lo - s : hi - s].sum(0).cpu()
             betas_n += hi - lo
+        sigma = self.smoothing if smoothing is None else float(smoothing)
+        rotmats, trans = smooth_answer(rotmats, trans, sigma)
         return SMPLParams.from_rotmats(rotmats, betas_sum / max(betas_n, 1), trans)
 
     def predict_capture(

@@ -55,15 +55,16 @@ def check_sequences(body) -> list[tuple[str, object, object]]:
 
 @torch.no_grad()
 def check_accuracy(predictor) -> dict[str, float]:
-    """MPJPE (mm, no alignment) of ``predictor`` on the check set: per sequence and ``mean``
-    (the mean over sequences). The predictor must be an rbm14 model on the stand-in body."""
+    """MPJPE (mm, no alignment) of ``predictor``'s raw answer (not smoothed over time) on the
+    check set: per sequence and ``mean`` (the mean over sequences). The predictor must be an
+    rbm14 model on the stand-in body."""
     from rbmcap.inference.capture import checkpoint_body
 
     body = checkpoint_body(predictor.body_id)
     result = {}
     for name, m, obs in check_sequences(body):
         n = len(obs.pos)
-        params = predictor.predict(obs.pos, obs.rot, obs.valid)
+        params = predictor.predict(obs.pos, obs.rot, obs.valid, smoothing=0.0)  # the raw network
         pred = body.forward(params.poses, params.betas[: body.num_betas], params.trans).joints
         true = body.forward(torch.as_tensor(m.poses[:n]), torch.as_tensor(m.betas),
                             torch.as_tensor(m.trans[:n])).joints  # fmt: skip

@@ -67,6 +67,7 @@ def test_eval_writes_the_report_for_every_method(checkpoint, tiny_dataset, tmp_p
         (["--frames-per-sequence", "-3"], "frames_per_sequence = -3: must be a positive"),
         (["--solver-iterations", "0"], "solver_iterations = 0: must be a positive"),
         (["--hybrid-start-error", "0.5"], "start_errors = [0.5]: needs hybrid"),
+        (["--smoothing", "-1"], "smoothing = -1.0: expected frames ≥ 0"),
     ],
 )
 def test_eval_bad_input_is_one_line(checkpoint, tiny_dataset, tmp_path, capsys, extra, needle):
@@ -233,3 +234,14 @@ def test_fraction_wording_follows_the_value():
     assert "fit in 0.3 × the baseline's converged time (90 % of it planned for)" in text
     assert "a fifth" not in text and "85 %" not in text
     assert "config's iterations" in words({"hybrid_fraction": 0.0})
+
+
+def test_eval_smoothing_reaches_the_predictor(checkpoint, tiny_dataset):
+    from rbmcap.evaluation import EvalOptions
+    from rbmcap.evaluation.runner import EvalSetup
+    from rbmcap.inference.smoothing import DEFAULT_SIGMA_FRAMES
+
+    raw = EvalSetup.open(EvalOptions(checkpoint, tiny_dataset, smoothing=0.0))
+    assert raw.predictor.smoothing == 0.0
+    default = EvalSetup.open(EvalOptions(checkpoint, tiny_dataset))
+    assert default.predictor.smoothing == DEFAULT_SIGMA_FRAMES

@@ -57,6 +57,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-vertices", dest="vertices", action="store_false", help="skip V2V (a mesh per frame)"
     )
+    p.add_argument(
+        "--smoothing",
+        type=float,
+        metavar="FRAMES",
+        help="σ of the network's smoothing over time, in frames (0: its raw answer; default: "
+        "the predictor's, rbmcap.inference.smoothing)",
+    )
     p.add_argument("--device", help=f"torch device (default {d['device']})")
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--json", action="store_true", help="print the metrics object")

@@ -10,6 +10,7 @@ Kept free of heavy imports: the CLI reads it when it builds its parser.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,9 @@ class EvalOptions:
             group. A string is one group with its plates separated by commas
             (``"left_foot,right_foot"``); normalised to a tuple of name tuples on construction.
             Names are checked against the data's marker set when it is opened.
+        smoothing: σ (frames) of the zero-phase Gaussian over the network's whole-sequence
+            answer (:mod:`rbmcap.inference.smoothing`; 0: its raw answer; None: the
+            predictor's default). The hybrid starts from the smoothed answer.
         device: torch device of the network and the solvers.
         vertices: compute V2V (a full mesh forward per frame).
         body: body model path (None: the data's stand-in).
@@ -80,6 +84,7 @@ class EvalOptions:
     hybrid_margin: float = 0.85
     start_errors: tuple[float, ...] = ()
     occlude: tuple[tuple[str, ...], ...] = ()
+    smoothing: float | None = None
     device: str = "cpu"
     vertices: bool = True
     body: str | None = None
@@ -105,6 +110,10 @@ class EvalOptions:
             raise ConfigError(f"eval option start_errors = {list(self.start_errors)}: needs hybrid")
         if any(f < 0 for f in self.start_errors):
             raise ConfigError(f"eval option start_errors = {list(self.start_errors)}: must be ≥ 0")
+        if self.smoothing is not None and not (
+            math.isfinite(self.smoothing) and self.smoothing >= 0
+        ):
+            raise ConfigError(f"eval option smoothing = {self.smoothing}: expected frames ≥ 0")
         if not self.split:
             raise ConfigError("eval option split is empty")
         if self.sequences is not None and not self.sequences:

@@ -98,7 +98,8 @@ class EvalSetup:
         from rbmcap.dataset import RBMDataset
         from rbmcap.inference import Predictor
 
-        predictor = Predictor.from_checkpoint(opts.ckpt, device=opts.device)
+        smoothing = {} if opts.smoothing is None else {"smoothing": opts.smoothing}
+        predictor = Predictor.from_checkpoint(opts.ckpt, device=opts.device, **smoothing)
         data = RBMDataset(opts.data, opts.split)
         if len(data) == 0:
             raise DataError(f"{opts.data}: split {opts.split!r} is empty")

@@ -57,14 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-vertices", dest="vertices", action="store_false", help="skip V2V (a mesh per frame)"
     )
-    p.add_argument(
-        "--smoothing",
-        type=float,
-        metavar="FRAMES",
-        help="σ of the network's smoothing over time, in frames (0: its raw answer; default: "
-        "the predictor's, rbmcap.inference.smoothing)",
-    )
-    p.add_argument("--device", help=f"torch device (default {d['device']})")
+    _network_arguments(p, d)
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--json", action="store_true", help="print the metrics object")
     p.add_argument(
@@ -107,6 +100,17 @@ def _solver_arguments(p: argparse.ArgumentParser, d: dict) -> None:
         help="with --hybrid: also run it, same budget, from oracle starts with F times the "
         "network's error (truth + F·(network − truth)): what network the hybrid claim needs",
     )
+
+
+def _network_arguments(p: argparse.ArgumentParser, d: dict) -> None:
+    p.add_argument(
+        "--smoothing",
+        type=float,
+        metavar="FRAMES",
+        help="σ of the network's smoothing over time, in frames (0: its raw answer; default: "
+        "the predictor's, rbmcap.inference.smoothing)",
+    )
+    p.add_argument("--device", help=f"torch device (default {d['device']})")
 
 
 def _run(args) -> int:

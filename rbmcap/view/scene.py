@@ -94,6 +94,7 @@ class ViewScene:
         (0: all overlaid, where the plates are)."""
         for i, b in enumerate(self.bodies):
             b.root.position = tuple(self._side * metres * i)
+        self._aim_camera(metres * max(len(self.bodies) - 1, 0))
 
     def _add_body(self, layer, skinned: SkinnedMesh) -> _BodyNodes:
         name = f"/bodies/{layer.key}"
@@ -154,7 +155,14 @@ class ViewScene:
             w, x, y, z = self.bodies[0].skinned.bone_wxyz[self.bodies[0].frames[0], 0]
             front = np.array([2 * (x * z + w * y), 2 * (y * z - w * x), 0.0])  # R @ (0, 0, 1)
             front = front / max(np.linalg.norm(front), 1e-6)
-        side = self._side = np.array([-front[1], front[0], 0.0])
-        eye = centre + 3.2 * front + 0.8 * side + np.array([0.0, 0.0, 0.6])
+        self._centre, self._front = centre, front
+        self._side = np.array([-front[1], front[0], 0.0])
+        self._aim_camera(0.0)
+
+    def _aim_camera(self, width: float) -> None:
+        """Point new clients' camera at the middle of a row of bodies ``width`` (m) wide,
+        stepping back as far as the row is wide."""
+        centre = self._centre + self._side * width / 2
+        eye = centre + (3.2 + 0.9 * width) * self._front + 0.8 * self._side + np.array([0, 0, 0.6])
         self.server.initial_camera.look_at = tuple(centre)
         self.server.initial_camera.position = tuple(eye)

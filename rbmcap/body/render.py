@@ -31,28 +31,30 @@ def _camera(view: str):
     return right, up, toward
 
 
+def facing_faces(tri: np.ndarray, light: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The painter's algorithm on screen-space triangles ``tri`` (F, 3, 3: x right, y up, z
+    toward the eye): the indices of the faces turned to the eye, far to near, and each one's
+    Lambert term (unit normal · ``light``, a unit vector in the same frame, clipped to [0, 1])."""
+    normals = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    length = np.linalg.norm(normals, axis=1)
+    keep = np.flatnonzero((normals[:, 2] > 0) & (length > 0))
+    order = keep[np.argsort(tri[keep, :, 2].mean(-1))]
+    return order, np.clip(normals[order] @ light / length[order], 0.0, 1.0)
+
+
 def draw_mesh(ax, vertices: np.ndarray, faces: np.ndarray, view: str = "front", color=None):
     """Draw one mesh on a 2D matplotlib axis. ``vertices`` (V,3) metres, ``faces`` (F,3)."""
     from matplotlib.collections import PolyCollection
 
-    right, up, toward = _camera(view)
     v = np.asarray(vertices, dtype=np.float64)
-    tri = v[np.asarray(faces)]
-    normals = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
-    normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
-    facing = normals @ toward > 0
-    light = np.array([0.35, 0.5, 0.8]) @ np.stack([right, up, toward])
-    light /= np.linalg.norm(light)
-    shade = 0.25 + 0.75 * np.clip(normals @ light, 0.0, 1.0)
-    depth = tri.mean(axis=1) @ toward
-    keep = np.flatnonzero(facing)
-    order = keep[np.argsort(depth[keep])]
-    screen = np.stack([tri @ right, tri @ up], axis=-1)[order]
+    screen = v @ np.stack(_camera(view), axis=1)  # (V, 3): right, up, toward the eye
+    light = np.array([0.35, 0.5, 0.8])
+    order, lambert = facing_faces(screen[np.asarray(faces)], light / np.linalg.norm(light))
     base = np.array(color if color is not None else (0.80, 0.62, 0.50))
-    colors = np.clip(shade[order, None] * base[None], 0, 1)
-    ax.add_collection(PolyCollection(screen, facecolors=colors, edgecolors=colors, linewidths=0.3))
-    pts = v @ np.stack([right, up], axis=1)
-    return pts.min(axis=0), pts.max(axis=0)
+    colors = np.clip((0.25 + 0.75 * lambert)[:, None] * base[None], 0, 1)
+    tri = screen[np.asarray(faces)[order], :2]
+    ax.add_collection(PolyCollection(tri, facecolors=colors, edgecolors=colors, linewidths=0.3))
+    return screen[:, :2].min(axis=0), screen[:, :2].max(axis=0)
 
 
 def render_meshes(

@@ -11,6 +11,7 @@ import numpy as np
 from matplotlib.collections import PathCollection
 from matplotlib.path import Path
 
+from rbmcap.body.render import facing_faces
 from rbmcap.render.camera import Camera
 
 SKIN = np.array([0.86, 0.76, 0.68])
@@ -36,11 +37,8 @@ class MeshArtist:
     def update(self, camera: Camera, vertices: np.ndarray, frame: int) -> None:
         """Show ``vertices`` (V, 3) m, world frame, as ``camera`` sees them in ``frame``."""
         tri = camera.project(vertices, frame)[self.faces]  # (F, 3, 3) screen x, y, depth
-        normals = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
-        length = np.linalg.norm(normals, axis=1)
-        keep = np.flatnonzero((normals[:, 2] > 0) & (length > 0))
-        order = keep[np.argsort(tri[keep, :, 2].mean(-1))]
-        shade = 0.35 + 0.65 * np.clip(normals[order] @ _LIGHT / length[order], 0.0, 1.0)
+        order, lambert = facing_faces(tri, _LIGHT)
+        shade = 0.35 + 0.65 * lambert
         colours = np.clip(shade[:, None] * SKIN, 0.0, 1.0)
         self.buffer[: len(order), :3] = tri[order, :, :2]
         self.buffer[: len(order), 3] = self.buffer[: len(order), 0]

@@ -38,6 +38,13 @@ def test_init_from_starts_a_fresh_run_from_the_weights(tmp_path, tiny_dataset, m
         train(other, tmp_path / "run3")
 
 
+def test_the_fine_tuning_experiment_always_has_a_start():
+    """experiment=cpu_real_ft must never train from scratch: a ``???`` there would merge away
+    into train.yaml's null and leave init_from unset."""
+    assert _compose("experiment=cpu_real_ft").init_from == "standin-rbm14"
+    assert _compose("experiment=cpu_real_ft", "init_from=x.ckpt").init_from == "x.ckpt"
+
+
 def test_init_from_resolves_a_shipped_model(standin):
     cfg = _compose("experiment=cpu_real")
     model = build_model(cfg, standin, configured_markers(cfg))

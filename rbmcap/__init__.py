@@ -4,7 +4,22 @@ The package follows the data: ``motion`` → ``body`` → ``markers`` → ``data
 ``training`` → ``inference``, ``evaluation``, ``baseline`` → ``io``.
 """
 
-from rbmcap.errors import ConfigError, DataError, FormatError, ModelError, RBMCapError
+from rbmcap.errors import (
+    ConfigError,
+    DataError,
+    FormatError,
+    Interrupted,
+    ModelError,
+    RBMCapError,
+)
 
 __version__ = "0.1.0"
-__all__ = ["ConfigError", "DataError", "FormatError", "ModelError", "RBMCapError", "__version__"]
+__all__ = [
+    "ConfigError",
+    "DataError",
+    "FormatError",
+    "Interrupted",
+    "ModelError",
+    "RBMCapError",
+    "__version__",
+]

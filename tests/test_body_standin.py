@@ -14,6 +14,7 @@ from rbmcap.body.standin.build import build_standin
 from rbmcap.body.standin.rig import SHAPE_NAMES
 from rbmcap.body.standin.skeleton import REST_JOINTS
 from rbmcap.cli.main import main
+from rbmcap.errors import EXIT_FORMAT, EXIT_MODEL, EXIT_USAGE
 
 
 @pytest.fixture(scope="module")
@@ -184,16 +185,16 @@ def test_cli_build_info_and_render(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    ("argv", "needle"),
+    ("argv", "needle", "code"),
     [
-        (["body", "info", "/no/such/model.npz"], "no such body model"),
-        (["body", "convert", "/no/such.pkl", "--out", "x.npz"], "no such model file"),
-        (["body", "render", "--out", "body.gif"], "must be a .png"),
+        (["body", "info", "/no/such/model.npz"], "no such body model", EXIT_MODEL),
+        (["body", "convert", "/no/such.pkl", "--out", "x.npz"], "no such model file", EXIT_MODEL),
+        (["body", "render", "--out", "body.gif"], "must be a .png", EXIT_USAGE),
     ],
 )
-def test_cli_bad_input_is_one_line_and_nonzero(argv, needle, capsys, tmp_path, monkeypatch):
+def test_cli_bad_input_is_one_line_and_nonzero(argv, needle, code, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(argv) == 2
+    assert main(argv) == code
     err = capsys.readouterr().err.strip()
     assert needle in err and "\n" not in err and "Traceback" not in err
 
@@ -201,7 +202,7 @@ def test_cli_bad_input_is_one_line_and_nonzero(argv, needle, capsys, tmp_path, m
 def test_cli_wrong_format(tmp_path, capsys):
     bad = tmp_path / "model.npz"
     bad.write_text("not a model")
-    assert main(["body", "info", str(bad)]) == 2
+    assert main(["body", "info", str(bad)]) == EXIT_FORMAT
     assert "not a readable .npz" in capsys.readouterr().err
 
 

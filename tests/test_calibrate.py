@@ -25,7 +25,7 @@ from rbmcap.calibrate import (
     virtual_tpose,
 )
 from rbmcap.cli.main import main
-from rbmcap.errors import ConfigError, DataError
+from rbmcap.errors import EXIT_DATA, ConfigError, DataError
 from rbmcap.geometry import nearest_rotation, rigid_registration, rotmat_geodesic_angle
 
 TPOSE, WALK, SEED, KEY = 120, 120, 0, "calib"
@@ -189,7 +189,8 @@ def test_cli_json_summary_and_one_line_errors(scene, tmp_path, capsys):
     assert len(err) == 1 and "--frames" in err[0]
     assert not (tmp_path / "x.yaml").exists()
     scene.capture.select(scene.capture.names[1:]).save(tmp_path / "short.npz")
-    assert main(["calibrate", str(tmp_path / "short.npz"), "--out", str(tmp_path / "y.yaml")]) == 2
+    code = main(["calibrate", str(tmp_path / "short.npz"), "--out", str(tmp_path / "y.yaml")])
+    assert code == EXIT_DATA
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'head'" in err[0], err
     assert not (tmp_path / "y.yaml").exists()

@@ -10,6 +10,7 @@ import pytest
 
 from rbmcap.cli.main import main
 from rbmcap.configfiles import conf_dir
+from rbmcap.errors import EXIT_DATA
 
 
 def _write_motion(path: Path, frames: int, seed: int, nan: bool = False) -> None:
@@ -149,7 +150,7 @@ def test_shards_merge_and_verify_from_the_cli(motions, dataset, tmp_path, capsys
     data[-5] ^= 0xFF
     (merged / "train" / "rbm_pos.npy").write_bytes(bytes(data))
     capsys.readouterr()
-    assert main(["dataset", "verify", str(merged)]) == 2
+    assert main(["dataset", "verify", str(merged)]) == EXIT_DATA
     assert "checksum mismatch" in capsys.readouterr().err
 
 

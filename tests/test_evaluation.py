@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rbmcap.cli.main import main
+from rbmcap.errors import EXIT_DATA, EXIT_MODEL, EXIT_USAGE
 
 
 def test_eval_writes_the_report_for_every_method(checkpoint, tiny_dataset, tmp_path, capsys):
@@ -78,9 +79,11 @@ def test_eval_bad_input_is_one_line(checkpoint, tiny_dataset, tmp_path, capsys, 
             argv[argv.index(extra[i]) + 1] = extra[i + 1]
         else:
             argv += extra[i : i + 2]
-    assert main(argv) == 2
+    code = main(argv)
     err = capsys.readouterr().err.strip()
     assert needle in err and "\n" not in err
+    expected = {"no such checkpoint": EXIT_MODEL, "no split 'nope'": EXIT_DATA}
+    assert code == expected.get(needle, EXIT_USAGE)
 
 
 def test_eval_refuses_data_of_another_marker_set(checkpoint, tmp_path, standin, capsys):

@@ -7,6 +7,7 @@ import csv
 
 from rbmcap.cli.main import main
 from rbmcap.dataset import RBMDataset
+from rbmcap.errors import EXIT_DATA
 
 
 def _evaluated(out) -> list[str]:
@@ -32,9 +33,11 @@ def test_only_matching_sequences_are_evaluated(checkpoint, tiny_dataset, tmp_pat
     assert _evaluated(tmp_path / "all") == sorted(names)
 
 
-def test_a_glob_matching_nothing_is_one_line_exit_2(checkpoint, tiny_dataset, tmp_path, capsys):
+def test_a_glob_matching_nothing_is_one_line_data_error(checkpoint, tiny_dataset, tmp_path,
+                                                        capsys):  # fmt: skip
     out = tmp_path / "none"
-    assert main(_argv(checkpoint, tiny_dataset, out, "--sequences", "cmu-iclone/*")) == 2
+    code = main(_argv(checkpoint, tiny_dataset, out, "--sequences", "cmu-iclone/*"))
+    assert code == EXIT_DATA
     err = capsys.readouterr().err.strip()
     assert "no sequence of split 'test' matches 'cmu-iclone/*'" in err and "\n" not in err
     assert not out.exists()

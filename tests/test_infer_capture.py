@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rbmcap.cli.main import main
-from rbmcap.errors import DataError
+from rbmcap.errors import EXIT_DATA, EXIT_FORMAT, DataError
 from rbmcap.inference import Predictor
 from rbmcap.io.capture import Capture
 from rbmcap.markers.synth import synthesize
@@ -96,7 +96,7 @@ def test_cli_infer_json_summary_and_exports(checkpoint, standin, tmp_path, capsy
 
 
 @pytest.mark.parametrize("bad", ["missing_plate", "not_a_capture"])
-def test_cli_infer_bad_input_exits_2_and_writes_nothing(checkpoint, standin, tmp_path, capsys,
+def test_cli_infer_bad_input_is_one_line_and_writes_nothing(checkpoint, standin, tmp_path, capsys,
                                                         bad):  # fmt: skip
     src = tmp_path / "in" / "cap.npz"
     src.parent.mkdir()
@@ -108,7 +108,8 @@ def test_cli_infer_bad_input_exits_2_and_writes_nothing(checkpoint, standin, tmp
     code = main(["infer", "--ckpt", str(checkpoint), str(src), "--out", str(out / "m.npz"),
                  "--bvh", str(out / "m.bvh"), "--ply-every", "2"])  # fmt: skip
     err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert code == (EXIT_DATA if bad == "missing_plate" else EXIT_FORMAT)
+    assert len(err.strip().splitlines()) == 1
     assert ("'head'" in err) if bad == "missing_plate" else ("not a capture file" in err)
     assert not out.exists() or not any(out.rglob("*"))
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rbmcap.cli.main import main
-from rbmcap.errors import ModelError
+from rbmcap.errors import EXIT_MODEL, ModelError
 from rbmcap.inference import Predictor
 from rbmcap.inference.pretrained import (
     check_accuracy,
@@ -58,5 +58,5 @@ def test_cli_lists_the_cards_and_infer_names_the_shipped_ones(capsys, tmp_path):
     path = cap.save(tmp_path / "cap.npz")
     code = main(["infer", "--ckpt", "no-such-model", str(path), "--out", str(tmp_path / "m.npz")])
     err = capsys.readouterr().err
-    assert code == 2 and "no-such-model" in err and NAME in err
+    assert code == EXIT_MODEL and "no-such-model" in err and NAME in err
     assert not (tmp_path / "m.npz").exists()

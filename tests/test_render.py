@@ -10,7 +10,7 @@ import pytest
 from PIL import Image, ImageSequence
 
 from rbmcap.cli.main import main
-from rbmcap.errors import DataError
+from rbmcap.errors import EXIT_DATA, EXIT_FORMAT, EXIT_USAGE, DataError
 from rbmcap.evaluation.saved import load_sequences, worst_sequence
 from rbmcap.motion.render import frame_indices
 from rbmcap.render.figure import HEIGHT_PX, PANEL_PX
@@ -135,14 +135,30 @@ def test_the_subjects_left_is_on_the_screens_right_when_it_faces_the_camera(eval
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "message", "code"),
     [
-        (lambda e, t: [str(t), "--out", str(t / "x.gif")], "no sequences/"),
-        (lambda e, t: [str(e), "--sequence", "nope*", "--out", str(t / "x.gif")], "nope"),
-        (lambda e, t: [str(e), "--frame", "999", "--out", str(t / "x.png")], "frame 999 is out"),
-        (lambda e, t: [str(e), "--frame", "2", "--out", str(t / "x.gif")], "a still needs"),
-        (lambda e, t: [str(e), "--out", str(t / "x.avi")], ".gif or .mp4"),
-        (lambda e, t: [str(e), "--methods", "hybrid", "--out", str(t / "x.gif")], "no method"),
+        (lambda e, t: [str(t), "--out", str(t / "x.gif")], "no sequences/", EXIT_FORMAT),
+        (
+            lambda e, t: [str(e), "--sequence", "nope*", "--out", str(t / "x.gif")],
+            "nope",
+            EXIT_DATA,
+        ),
+        (
+            lambda e, t: [str(e), "--frame", "999", "--out", str(t / "x.png")],
+            "frame 999 is out",
+            EXIT_DATA,
+        ),
+        (
+            lambda e, t: [str(e), "--frame", "2", "--out", str(t / "x.gif")],
+            "a still needs",
+            EXIT_USAGE,
+        ),
+        (lambda e, t: [str(e), "--out", str(t / "x.avi")], ".gif or .mp4", EXIT_USAGE),
+        (
+            lambda e, t: [str(e), "--methods", "hybrid", "--out", str(t / "x.gif")],
+            "no method",
+            EXIT_DATA,
+        ),
     ],
     ids=[
         "not-an-eval-folder",
@@ -153,10 +169,11 @@ def test_the_subjects_left_is_on_the_screens_right_when_it_faces_the_camera(eval
         "unknown-method",
     ],
 )
-def test_bad_input_is_one_error_line_and_no_file(evaluated, tmp_path, capsys, args, message):
+def test_bad_input_is_one_error_line_and_no_file(evaluated, tmp_path, capsys, args, message,
+                                                 code):  # fmt: skip
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    assert main(["render", *args(evaluated, out_dir)]) == 2
+    assert main(["render", *args(evaluated, out_dir)]) == code
     err = capsys.readouterr().err.strip()
     assert err.startswith("rbmcap: error:") and "\n" not in err and message in err, err
     assert list(out_dir.iterdir()) == []
@@ -174,7 +191,8 @@ def test_a_failure_midway_leaves_nothing_half_written(evaluated, tmp_path, monke
 
     monkeypatch.setattr(ComparisonFigure, "image", fail_on_third)
     pytest.importorskip("imageio_ffmpeg")  # a video is written as it is drawn
-    assert main(["render", str(evaluated), "--no-mesh", "--out", str(tmp_path / "x.mp4")]) == 2
+    code = main(["render", str(evaluated), "--no-mesh", "--out", str(tmp_path / "x.mp4")])
+    assert code == EXIT_DATA
     assert "boom" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 

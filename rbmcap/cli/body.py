@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rbmcap.errors import FormatError
+from rbmcap.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -81,7 +81,7 @@ def _render(args) -> int:
     from rbmcap.body.render import render_meshes
 
     if args.out.suffix.lower() != ".png":
-        raise FormatError(f"{args.out}: output must be a .png file")
+        raise ConfigError(f"{args.out}: output must be a .png file")
     body = load_body_model(args.model, gender=args.gender)
     faces = body.faces.numpy()
     with torch.no_grad():

@@ -2,7 +2,10 @@
 
 Each area registers its sub-commands from its own module (``rbmcap.cli.<area>``, a function
 ``register(subparsers)`` that sets ``func`` on its parsers). Library errors become one line on
-stderr and exit status 2; nothing prints a traceback for a user mistake.
+stderr and the exit status of their class (:mod:`rbmcap.errors`: 2 usage, 3 input format,
+4 model, 5 data, 130 interrupted); nothing prints a traceback for a user mistake. SIGTERM (a
+cluster's pre-emption, ``kill``) stops the command as Ctrl-C does, so that files being written
+are removed rather than left half-written.
 """
 
 from __future__ import annotations
@@ -10,9 +13,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 
-from rbmcap.errors import RBMCapError
+from rbmcap.errors import EXIT_FORMAT, EXIT_INTERRUPTED, RBMCapError
 
 AREAS = ("body", "motion", "synth", "dataset", "baseline", "eval", "bench", "demo")
 """Command modules listed first, in this order; any other module of ``rbmcap.cli`` with a
@@ -41,24 +46,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("WANDB_MODE", "disabled")
     parser = build_parser()
     args = parser.parse_args(argv)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
     try:
         code = args.func(args)
     except RBMCapError as exc:
         print(f"rbmcap: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except FileNotFoundError as exc:
         print(f"rbmcap: error: {exc.filename or exc}: no such file", file=sys.stderr)
-        return 2
+        return EXIT_FORMAT
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
         sys.stderr.close()
         return 141
     except KeyboardInterrupt:
         print("rbmcap: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
     return int(code or 0)
 
 

@@ -139,12 +139,12 @@ def load_sequence(path: str | os.PathLike) -> SavedSequence:
 
 
 def sequence_files(folder: str | os.PathLike) -> list[Path]:
-    """The saved sequences of an evaluation output folder, in split order; DataError when it has
-    none."""
+    """The saved sequences of an evaluation output folder, in split order; FormatError when it has
+    none (it is not an eval output folder)."""
     folder = Path(folder)
     files = sorted((folder / SEQUENCES_DIR).glob("*.npz"))
     if not files:
-        raise DataError(f"{folder}: no {SEQUENCES_DIR}/*.npz (is it an `rbmcap eval` output "
+        raise FormatError(f"{folder}: no {SEQUENCES_DIR}/*.npz (is it an `rbmcap eval` output "
                         "folder?)")  # fmt: skip
     return files
 

@@ -91,3 +91,13 @@ def checkpoint(standin, tiny_dataset, tmp_path_factory):
     trainer.fit(model, datamodule=RBMDataModule(tiny_dataset, window=30, batch_size=4))
     trainer.save_checkpoint(path)
     return path
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """With ``RBMCAP_FUZZ_REPORT=FILE``, write the fuzz tests' counts per reader there."""
+    report = os.environ.get("RBMCAP_FUZZ_REPORT")
+    if report:
+        from fuzzing import STATS, write_report
+
+        if STATS:
+            write_report(report)

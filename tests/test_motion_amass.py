@@ -112,7 +112,9 @@ def test_nan_poses_raise_data_error_naming_the_file(tmp_path):
     poses = np.zeros((T, 156))
     poses[3, 7] = np.nan
     write_smplh_g(path, np.random.default_rng(6), poses=poses)
-    with pytest.raises(DataError, match=r"nan_poses\.npz: poses contains NaN"):
+    with pytest.raises(
+        DataError, match=r"nan_poses\.npz: sequence 'nan', frame 3: poses contains NaN.*joint 2"
+    ):
         read_motion(path)
 
 

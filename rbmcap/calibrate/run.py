@@ -8,7 +8,7 @@ import numpy as np
 
 from rbmcap.calibrate.file import Calibration
 from rbmcap.calibrate.fit import calibrate
-from rbmcap.errors import ConfigError, FormatError
+from rbmcap.errors import ConfigError, DataError, FormatError
 
 
 def parse_frames(text: str | None) -> tuple[int, int] | None:
@@ -26,19 +26,31 @@ def parse_frames(text: str | None) -> tuple[int, int] | None:
 
 
 def load_betas(path: str | Path) -> np.ndarray:
-    """The ``betas`` array (B,) of an ``.npz`` (e.g. an AMASS motion file)."""
+    """The ``betas`` array (B,) of an ``.npz`` (e.g. an AMASS motion file).
+
+    Raises:
+        FormatError: no such file, not a readable ``.npz``, no numeric ``betas``.
+        DataError: betas has NaN or infinite values (the first named).
+    """
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as z:
-            if "betas" not in z.files:
-                raise FormatError(f"{path}: no 'betas' array (it has {', '.join(z.files)})")
-            betas = np.asarray(z["betas"], dtype=np.float64).reshape(-1)
+            files = getattr(z, "files", None)
+            if files is None or "betas" not in files:
+                raise FormatError(f"{path}: no 'betas' array (it has {', '.join(files or [])})")
+            raw = z["betas"]
     except FileNotFoundError:
         raise FormatError(f"{path}: no such file") from None
-    except (OSError, ValueError) as exc:
+    except FormatError:
+        raise
+    except Exception as exc:  # decoding a damaged archive fails in many ways: all are format
         raise FormatError(f"{path}: not an .npz file ({exc})") from None
+    if raw.dtype.kind not in "biuf":
+        raise FormatError(f"{path}: betas has dtype {raw.dtype}, expected numbers")
+    betas = np.asarray(raw, dtype=np.float64).reshape(-1)
     if not np.isfinite(betas).all():
-        raise FormatError(f"{path}: betas has NaN or infinite values")
+        k = int(np.flatnonzero(~np.isfinite(betas))[0])
+        raise DataError(f"{path}: betas has NaN or infinite values (betas[{k}] = {betas[k]})")
     return betas
 
 

@@ -5,6 +5,8 @@
 - :mod:`~rbmcap.geometry.registration`: rigid (Kabsch, no scale) registration of point sets,
   the nearest rotation to a matrix.
 - :mod:`~rbmcap.geometry.kinematics`: global ↔ local rotations and forward kinematics on a tree.
+- :mod:`~rbmcap.geometry.orthonormal`: rotation matrices read from files checked and
+  re-orthonormalised (nearest rotation) within a reported tolerance.
 - :mod:`~rbmcap.geometry.gaps`: occluded frames of a rigid-body tree filled from the nearest seen.
 - :mod:`~rbmcap.geometry.plates_to_bones`: the one estimator of bone rotations from plates, used
   by the network's kinematic prior and the solver's start.
@@ -17,6 +19,7 @@ from rbmcap.geometry.kinematics import (
     local_to_global,
     posed_joints,
 )
+from rbmcap.geometry.orthonormal import ROTATION_TOLERANCE, orthonormalize
 from rbmcap.geometry.plates_to_bones import PELVIS_POINTS, TORSO_CHAIN, KinematicPrior
 from rbmcap.geometry.registration import (
     nearest_rotation,
@@ -34,6 +37,7 @@ from rbmcap.geometry.rotations import (
 
 __all__ = [
     "PELVIS_POINTS",
+    "ROTATION_TOLERANCE",
     "TORSO_CHAIN",
     "KinematicPrior",
     "axis_rotmat",
@@ -43,6 +47,7 @@ __all__ = [
     "local_to_global",
     "nearest_rotation",
     "nearest_seen",
+    "orthonormalize",
     "points_rotation",
     "posed_joints",
     "rigid_align",

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import warnings
-import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -43,8 +42,12 @@ def read_motion(path: str | Path) -> SMPLMotion:
     """Read an AMASS SMPL+H G, SMPL-X N or rbmcap ``.npz`` motion, telling them apart by keys.
 
     Raises:
-        FormatError: the file is not a readable ``.npz`` or lacks the keys of every known kind.
-        DataError: the arrays are readable but unusable (NaN, inconsistent lengths).
+        FileNotFoundError: there is no such file.
+        FormatError: the file is not a readable ``.npz`` (truncated, corrupted, pickled objects),
+            lacks the keys of every known kind, or holds arrays of the wrong shape or dtype.
+        DataError: the arrays are readable but unusable: no frames, NaN or infinite values
+            (``"FILE: sequence 'NAME', frame F: poses contains NaN or infinite values (joint
+            J)"``), a frame rate that is not a positive number.
     """
     path = Path(path)
     arrays = _load_npz(path)
@@ -53,7 +56,7 @@ def read_motion(path: str | Path) -> SMPLMotion:
         if "pose_body" in arrays or "root_orient" in arrays:
             poses = _poses_from_split_keys(arrays, path)
         elif "poses" in arrays:
-            poses = _poses_from_full(arrays["poses"], path)
+            poses = _poses_from_full(_numeric(arrays, "poses", path), path)
         else:
             raise _missing(path, arrays, "poses (or root_orient + pose_body)")
         for key in ("trans", "betas"):
@@ -61,34 +64,63 @@ def read_motion(path: str | Path) -> SMPLMotion:
                 raise _missing(path, arrays, key)
         if fps_key is None:
             raise _missing(path, arrays, "mocap_framerate (SMPL+H) or mocap_frame_rate (SMPL-X)")
-        trans = np.asarray(arrays["trans"], dtype=np.float64)
-        fps = float(np.asarray(arrays[fps_key]).reshape(-1)[0])
-        source = {"file": str(path), "format": _kind(arrays)}
-        if "source" in arrays:
-            source.update(json.loads(str(arrays["source"])))
+        if len(poses) == 0:
+            raise DataError(f"{path}: the motion has no frames")
+        fps = _numeric(arrays, fps_key, path)
+        if fps.size != 1:
+            raise FormatError(f"{path}: {fps_key} of shape {fps.shape}, expected one number")
         name = str(arrays["name"]) if "name" in arrays else _stem(path)
         return SMPLMotion(
             poses=poses,
-            trans=trans,
-            betas=np.asarray(arrays["betas"], dtype=np.float64).reshape(-1),
+            trans=_numeric(arrays, "trans", path),
+            betas=_numeric(arrays, "betas", path).reshape(-1),
             gender=arrays.get("gender", "neutral"),
-            fps=fps,
+            fps=float(fps.reshape(-1)[0]),
             name=name,
-            source=source,
+            source=_source(arrays, path),
         )
     except DataError as exc:
-        raise DataError(f"{path}: {_strip_label(str(exc))}") from None
+        message = str(exc)
+        raise DataError(
+            message if message.startswith(str(path)) else f"{path}: {message}"
+        ) from None
     except (ValueError, TypeError) as exc:
         raise FormatError(f"{path}: malformed motion arrays ({exc})") from None
 
 
+def _numeric(arrays: Mapping[str, np.ndarray], key: str, path: Path) -> np.ndarray:
+    """``arrays[key]`` as float64; FormatError unless it holds numbers (not text, not complex)."""
+    arr = np.asarray(arrays[key])
+    if arr.dtype.kind not in "biuf":
+        raise FormatError(f"{path}: {key} has dtype {arr.dtype}, expected numbers")
+    return arr.astype(np.float64)
+
+
+def _source(arrays: Mapping[str, np.ndarray], path: Path) -> dict:
+    source = {"file": str(path), "format": _kind(arrays)}
+    if "source" in arrays:
+        try:
+            extra = json.loads(str(arrays["source"]))
+        except (ValueError, RecursionError):
+            raise FormatError(f"{path}: source is not JSON") from None
+        if not isinstance(extra, dict):
+            raise FormatError(f"{path}: source is not a JSON object")
+        source.update(extra)
+    return source
+
+
 def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of the file. Decoding a damaged archive can fail in many ways (zipfile, zlib,
+    numpy's header parser, a huge declared shape), so every exception of the decoding itself is
+    a FormatError."""
     if not path.is_file():
         raise FileNotFoundError(2, "No such file", str(path))
     try:
         with np.load(path, allow_pickle=False) as data:
+            if not hasattr(data, "files"):
+                raise ValueError("a single .npy array")
             return {key: data[key] for key in data.files}
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+    except Exception as exc:  # the decoding of a damaged file: see the docstring
         reason = str(exc) or type(exc).__name__
         if "allow_pickle" in reason or "Object arrays" in reason:
             reason = "it holds pickled objects, which rbmcap does not load"
@@ -104,7 +136,7 @@ def _poses_from_full(poses: np.ndarray, path: Path) -> np.ndarray:
             f"{path}: poses of shape {poses.shape}, expected (T, 72) SMPL, (T, 156) SMPL+H "
             f"or (T, 165) SMPL-X"
         )
-    joints = poses.reshape(len(poses), -1, 3)
+    joints = poses.reshape(len(poses), poses.shape[1] // 3, 3)
     if joints.shape[1] == 24:
         return joints
     hands = _SMPLH_HANDS if joints.shape[1] == 52 else _SMPLX_HANDS
@@ -115,8 +147,8 @@ def _poses_from_split_keys(arrays: Mapping[str, np.ndarray], path: Path) -> np.n
     for key in ("root_orient", "pose_body"):
         if key not in arrays:
             raise _missing(path, arrays, key)
-    root = np.asarray(arrays["root_orient"], dtype=np.float64)
-    body = np.asarray(arrays["pose_body"], dtype=np.float64)
+    root = _numeric(arrays, "root_orient", path)
+    body = _numeric(arrays, "pose_body", path)
     if root.ndim != 2 or root.shape[1] != 3 or body.shape != (len(root), 63):
         raise FormatError(
             f"{path}: root_orient {root.shape} / pose_body {body.shape}, "
@@ -124,7 +156,7 @@ def _poses_from_split_keys(arrays: Mapping[str, np.ndarray], path: Path) -> np.n
         )
     hands = np.zeros((len(root), 2, 3))
     if "pose_hand" in arrays:
-        pose_hand = np.asarray(arrays["pose_hand"], dtype=np.float64)
+        pose_hand = _numeric(arrays, "pose_hand", path)
         if pose_hand.shape != (len(root), 90):
             raise FormatError(f"{path}: pose_hand of shape {pose_hand.shape}, expected (T, 90)")
         hands = pose_hand.reshape(len(root), 2, 15, 3)[:, :, 0]

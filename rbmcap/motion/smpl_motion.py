@@ -25,7 +25,7 @@ import numpy as np
 import roma
 import torch
 
-from rbmcap.errors import DataError
+from rbmcap.errors import DataError, location
 from rbmcap.motion.rotations import unitquat_slerp_pairwise
 from rbmcap.skeleton import SMPLH_TO_SMPL
 
@@ -57,7 +57,7 @@ class SMPLMotion:
     source: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        label = self.name or "motion"
+        label = location(sequence=self.name or "motion")
         self.poses = np.array(self.poses, dtype=np.float64)
         self.trans = np.array(self.trans, dtype=np.float64)
         self.betas = np.array(self.betas, dtype=np.float64).reshape(-1)
@@ -69,10 +69,15 @@ class SMPLMotion:
             raise DataError(
                 f"{label}: trans of shape {self.trans.shape}, expected ({len(self.poses)}, 3)"
             )
-        for key in ("poses", "trans", "betas"):
-            if not np.isfinite(getattr(self, key)).all():
-                raise DataError(f"{label}: {key} contains NaN or infinite values")
-        self.fps = float(self.fps)
+        _check_finite(self.poses, "poses", self.name or "motion", "joint")
+        _check_finite(self.trans, "trans", self.name or "motion", "axis")
+        if not np.isfinite(self.betas).all():
+            k = int(np.flatnonzero(~np.isfinite(self.betas))[0])
+            raise DataError(f"{label}: betas contains NaN or infinite values (betas[{k}])")
+        try:
+            self.fps = float(self.fps)
+        except (TypeError, ValueError):
+            raise DataError(f"{label}: fps must be a positive number, got {self.fps!r}") from None
         if not (math.isfinite(self.fps) and self.fps > 0):
             raise DataError(f"{label}: fps must be a positive number, got {self.fps}")
         self.gender = _normalise_gender(self.gender, label)
@@ -202,3 +207,15 @@ def _normalise_gender(gender: Any, label: str) -> str:
     if text not in GENDERS:
         raise DataError(f"{label}: gender {gender!r}, expected one of {', '.join(GENDERS)}")
     return text
+
+
+def _check_finite(values: np.ndarray, key: str, name: str, part: str) -> None:
+    """DataError naming the sequence and the first frame (and joint or axis) where ``values``
+    (T, ...) is NaN or infinite."""
+    bad = ~np.isfinite(values)
+    if bad.any():
+        first = np.argwhere(bad)[0]
+        raise DataError(
+            f"{location(sequence=name, frame=int(first[0]))}: {key} contains NaN or infinite "
+            f"values ({part} {int(first[1])})"
+        )

@@ -163,10 +163,10 @@ def test_ten_minutes_of_fourteen_plates_solve_in_seconds():
                   valid=np.zeros((t, 0), bool), point_names=names, points=pts)  # fmt: skip
     defs = {f"p{j}": PlateDefinition(f"p{j}", tuple(names[4 * j : 4 * j + 4]), LOCAL)
             for j in range(k)}  # fmt: skip
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: robust to other jobs on the machine
     out = solve_plates(cap, defs)
     assert out.pos.shape == (t, k, 3)
-    assert time.perf_counter() - start < 20.0  # seconds, 2 shared CPU cores
+    assert time.process_time() - start < 20.0  # CPU seconds (all threads)
 
 
 OPTITRACK = Path("/work/shared/data/optitrack/sample_take_v1.21.csv")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from rbmcap.errors import ConfigError, ModelError
+from rbmcap.errors import ConfigError, FormatError, ModelError
 from rbmcap.markers.anchors import bone_point, dominant_smpl_joint
 from rbmcap.markers.markerset import available_marker_sets, load_marker_set
 from rbmcap.skeleton import SMPL_JOINT_NAMES
@@ -137,7 +137,6 @@ def test_unknown_marker_set_is_one_clear_error():
         ("markers:\n  - {name: a, anchor: {joint: head, direction: [0, 0, 0]}}\n", "non-zero"),
         ("kind: blob\nmarkers:\n  - {name: a, vertex: 1}\n", "kind 'blob'"),
         ("markers:\n  - {name: a, vertex: 1}\n  - {name: b, vertex: 2}\n", "exactly one root"),
-        ("markers: [\n", "not valid YAML"),
     ],
 )
 def test_invalid_marker_files_name_the_file_and_the_problem(tmp_path, body_yaml, message):
@@ -146,6 +145,16 @@ def test_invalid_marker_files_name_the_file_and_the_problem(tmp_path, body_yaml,
     with pytest.raises(ConfigError, match=message) as info:
         load_marker_set(path)
     assert "bad.yaml" in str(info.value)
+
+
+def test_a_marker_file_that_is_not_yaml_is_a_format_error_with_its_position(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\nmarkers: [\n")
+    with pytest.raises(FormatError, match=r"bad\.yaml:3:1: not valid YAML"):
+        load_marker_set(path)
+    path.write_text("- a\n- b\n")
+    with pytest.raises(FormatError, match=r"bad\.yaml: expected a mapping .* got a list"):
+        load_marker_set(path)
 
 
 def _fake_body(num_vertices: int):

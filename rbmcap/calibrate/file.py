@@ -21,7 +21,8 @@ import numpy as np
 import yaml
 
 from rbmcap.atomic import write_text_atomic
-from rbmcap.errors import ConfigError
+from rbmcap.configfiles import MAX_MAGNITUDE, finite_vector, read_yaml, short_repr, type_name
+from rbmcap.errors import ConfigError, FormatError
 
 HEADER = (
     "# rbmcap calibration (design §8). frames: array positions [a, b) of the T-pose window.\n"
@@ -29,6 +30,8 @@ HEADER = (
     "#   R_phys = R_virt R_off, p_phys = p_virt + R_virt t_off. alignment: virtual -> world.\n"
 )
 KEYS = ("betas", "frames", "alignment", "plates")
+MAX_FRAME = 2.0**53
+"""Largest frame position accepted (every integer up to it is exact in a float64)."""
 
 
 @dataclass(eq=False)
@@ -81,14 +84,19 @@ class Calibration:
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
-        """Read a calibration file; one ConfigError naming the file and key on bad content."""
+        """Read a calibration file.
+
+        Raises:
+            ConfigError: no such file; a bad value (the message names the file and the key).
+            FormatError: the file is not UTF-8, not YAML (``file:line:column``) or not a mapping.
+        """
         path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such file") from None
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: not a calibration file ({exc})") from None
+        data = read_yaml(path)
+        if not isinstance(data, dict):
+            raise FormatError(
+                f"{path}: not a calibration file: expected a mapping with keys "
+                f"{', '.join(KEYS)}, got {type_name(data)}"
+            )
         return from_dict(data, str(path))
 
 
@@ -96,19 +104,25 @@ def from_dict(data, where: str = "calibration") -> Calibration:
     """A :class:`Calibration` from the YAML content; ConfigError naming ``where`` and the key."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping with keys {', '.join(KEYS)}")
-    unknown = sorted(set(data) - set(KEYS))
+    unknown = [k for k in data if k not in KEYS]
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; expected {', '.join(KEYS)}")
+        raise ConfigError(
+            f"{where}: unknown key {short_repr(unknown[0])}; expected {', '.join(KEYS)}"
+        )
     for key in KEYS:
         if key not in data:
             raise ConfigError(f"{where}: missing key {key!r}")
-    frames = _vector(data["frames"], 2, where, "frames")
-    if frames[0] != int(frames[0]) or frames[1] != int(frames[1]) or not frames[0] < frames[1]:
-        raise ConfigError(f"{where}: frames: expected two integers a < b, got {data['frames']}")
+    frames = _vector(data["frames"], 2, where, "frames", bound=MAX_FRAME)
+    if frames[0] != int(frames[0]) or frames[1] != int(frames[1]) or not 0 <= frames[0] < frames[1]:
+        raise ConfigError(
+            f"{where}: frames: expected two integers 0 ≤ a < b, got {short_repr(data['frames'])}"
+        )
     align = _mapping(data["alignment"], ("rotation", "translation_m"), where, "alignment")
     plates = _mapping(data["plates"], None, where, "plates")
     offsets = {}
     for name, entry in plates.items():
+        if isinstance(name, (bool, list, dict)) or name is None or name == "":
+            raise ConfigError(f"{where}: plates: {short_repr(name)} is not a plate name")
         key = f"plates.{name}"
         e = _mapping(entry, ("rotation_offset", "position_offset_m"), where, key)
         offsets[str(name)] = PlateOffset(
@@ -126,22 +140,25 @@ def from_dict(data, where: str = "calibration") -> Calibration:
 
 def _mapping(value, keys, where: str, key: str) -> dict:
     if not isinstance(value, dict):
-        raise ConfigError(f"{where}: {key}: expected a mapping, got {value!r}")
+        raise ConfigError(f"{where}: {key}: expected a mapping, got {short_repr(value)}")
     for k in keys or ():
         if k not in value:
             raise ConfigError(f"{where}: {key}: missing key {k!r}")
-    extra = sorted(set(value) - set(keys)) if keys else []
+    extra = [k for k in value if k not in keys] if keys else []
     if extra:
-        raise ConfigError(f"{where}: {key}: unknown key {extra[0]!r}")
+        raise ConfigError(f"{where}: {key}: unknown key {short_repr(extra[0])}")
     return value
 
 
-def _vector(value, size: int | None, where: str, key: str) -> np.ndarray:
-    ok = isinstance(value, list) and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
-    )
-    arr = np.asarray(value, dtype=np.float64) if ok else None
-    if arr is None or (size is not None and arr.shape != (size,)) or not np.isfinite(arr).all():
-        want = f"{size} numbers" if size else "a list of numbers"
-        raise ConfigError(f"{where}: {key}: expected {want}, got {value!r}")
+def _vector(
+    value, size: int | None, where: str, key: str, bound: float = MAX_MAGNITUDE
+) -> np.ndarray:
+    """``value`` as float64 (size,): finite numbers of magnitude ≤ ``bound``, else ConfigError
+    ``where: key: expected N finite numbers ...``."""
+    arr = finite_vector(value, size, bound)
+    if arr is None:
+        want = f"{size} finite numbers" if size else "a list of finite numbers"
+        raise ConfigError(
+            f"{where}: {key}: expected {want} (|x| ≤ {bound:g}), got {short_repr(value)}"
+        )
     return arr

@@ -17,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from rbmcap.configfiles import read_yaml, short_repr, type_name
 from rbmcap.errors import ConfigError, FormatError
 from rbmcap.io.capture import Capture
 
@@ -59,15 +59,29 @@ def rule_candidates(capture_name: str, marker_set_names: Sequence[str]) -> list[
 
 
 def load_mapping(path: str | Path) -> dict[str, str]:
-    """Read a mapping YAML (capture name: marker-set name)."""
+    """Read a mapping YAML (capture name: marker-set name).
+
+    Raises:
+        FormatError: the file is missing, not UTF-8, not YAML (``file:line:column``) or not a
+            mapping.
+        ConfigError: a name that is not a string (the capture name is given).
+    """
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise FormatError(f"{path}: cannot read the name mapping: {exc}") from None
-    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise ConfigError(f"{path}: expected 'capture name: marker-set name' lines")
-    return {str(k): v for k, v in data.items()}
+    data = read_yaml(path, missing=FormatError)
+    if not isinstance(data, dict):
+        raise FormatError(
+            f"{path}: expected 'capture name: marker-set name' lines, got {type_name(data)}"
+        )
+    out: dict[str, str] = {}
+    for k, v in data.items():
+        if isinstance(k, (list, dict, bool)) or k is None or k == "":
+            raise ConfigError(f"{path}: {short_repr(k)}: not a capture name")
+        if not isinstance(v, str) or not v:
+            raise ConfigError(f"{path}: {k}: expected a marker-set plate name, got {short_repr(v)}")
+        if str(k) in out:
+            raise ConfigError(f"{path}: {k}: mapped twice")
+        out[str(k)] = v
+    return out
 
 
 def map_names(

@@ -28,6 +28,7 @@ import torch
 import yaml
 
 from rbmcap.atomic import write_text_atomic
+from rbmcap.configfiles import finite_vector, read_yaml, short_repr, type_name
 from rbmcap.errors import ConfigError, DataError, FormatError
 from rbmcap.geometry.registration import rigid_registration
 from rbmcap.io.capture import Capture
@@ -39,6 +40,8 @@ ESTIMATE_NOTE = (
     "positive; z = x × y"
 )
 _SIGN_EPS = 1e-4  # metres: a coordinate this small does not fix an axis sign
+MAX_LOCAL_M = 1000.0
+"""Largest local coordinate accepted (metres): a plate is centimetres across."""
 
 
 @dataclass
@@ -62,46 +65,57 @@ def load_plate_definitions(path: str | Path) -> dict[str, PlateDefinition]:
     """Read a plates YAML (design §8) as {plate name: PlateDefinition}, in file order.
 
     Raises:
-        FormatError: the file is missing or not YAML.
-        ConfigError: a plate with fewer than 3 (distinct) markers, a ``local`` entry that is not
-            3 finite numbers or does not match the markers (file and plate named).
+        FormatError: the file is missing, not UTF-8, not YAML (``file:line:column``) or not a
+            mapping.
+        ConfigError: no plate, a plate with fewer than 3 (distinct) markers, a ``local`` entry
+            that is not 3 finite numbers or does not match the markers (file and plate named).
     """
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise FormatError(f"{path}: cannot read plate definitions: {exc}") from None
-    if not isinstance(data, dict) or not data:
-        raise ConfigError(f"{path}: expected a mapping 'plate: {{markers: [...]}}'")
+    data = read_yaml(path, missing=FormatError)
+    if not isinstance(data, dict):
+        raise FormatError(
+            f"{path}: expected a mapping 'plate: {{markers: [...]}}', got {type_name(data)}"
+        )
+    if not data:
+        raise ConfigError(f"{path}: no plate defined")
     return {str(name): _parse_plate(str(name), entry, path) for name, entry in data.items()}
 
 
 def _parse_plate(name: str, entry: object, path: Path) -> PlateDefinition:
-    where = f"{path}: plate {name!r}"
+    where = f"{path}: plate {short_repr(name)}"
     if not isinstance(entry, dict) or not isinstance(entry.get("markers"), list):
         raise ConfigError(f"{where}: expected 'markers: [names]'")
+    bad = [m for m in entry["markers"] if isinstance(m, (list, dict, bool)) or m in (None, "")]
+    if bad:
+        raise ConfigError(f"{where}: markers: {short_repr(bad[0])} is not a marker name")
     markers = tuple(str(m) for m in entry["markers"])
     if len(set(markers)) != len(markers):
-        raise ConfigError(f"{where}: a marker is listed twice in {list(markers)}")
+        raise ConfigError(f"{where}: a marker is listed twice in {short_repr(list(markers))}")
     if len(markers) < 3:
         raise ConfigError(f"{where}: {len(markers)} markers defined; a plate needs at least 3")
-    unknown = set(entry) - {"markers", "local"}
+    unknown = set(map(str, entry)) - {"markers", "local"}
     if unknown:
-        raise ConfigError(f"{where}: unknown keys {sorted(unknown)} (expected markers, local)")
+        raise ConfigError(
+            f"{where}: unknown keys {short_repr(sorted(unknown))} (expected markers, local)"
+        )
     local = entry.get("local")
     if local is None:
         return PlateDefinition(name, markers)
-    if not isinstance(local, dict) or set(map(str, local)) != set(markers):
+    if (
+        not isinstance(local, dict)
+        or set(map(str, local)) != set(markers)
+        or len(local) != len(markers)
+    ):
         raise ConfigError(f"{where}: 'local' must give coordinates for exactly {list(markers)}")
     local = {str(k): v for k, v in local.items()}
     rows = []
     for m in markers:
-        try:
-            xyz = np.asarray(local[m], dtype=np.float64)
-        except (TypeError, ValueError):
-            xyz = np.full(1, np.nan)
-        if xyz.shape != (3,) or not np.isfinite(xyz).all():
-            raise ConfigError(f"{where}: local[{m!r}] = {local[m]!r} is not 3 finite numbers (m)")
+        xyz = finite_vector(local[m], 3, bound=MAX_LOCAL_M)
+        if xyz is None:
+            raise ConfigError(
+                f"{where}: local[{m!r}] = {short_repr(local[m])} is not 3 finite numbers (m, "
+                f"|x| ≤ {MAX_LOCAL_M:g})"
+            )
         rows.append(xyz)
     return PlateDefinition(name, markers, np.stack(rows))
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from rbmcap.configfiles import finite_float, finite_vector, short_repr
 from rbmcap.errors import ConfigError, ModelError
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
@@ -46,16 +47,25 @@ class Anchor:
         joint = data.get("joint")
         if isinstance(joint, str):
             if joint not in SMPL_JOINT_NAMES:
-                raise ConfigError(f"unknown joint {joint!r}; expected an SMPL joint name")
+                raise ConfigError(f"unknown joint {short_repr(joint)}; expected an SMPL joint name")
             joint = SMPL_JOINT_NAMES.index(joint)
         if isinstance(joint, bool) or not isinstance(joint, int) or not 0 <= joint < 24:
-            raise ConfigError(f"joint {joint!r}: expected an SMPL joint name or index 0..23")
-        along = float(data.get("along", 0.5))
-        if not 0.0 <= along <= 1.0:
-            raise ConfigError(f"along={along}: expected a fraction in [0, 1]")
-        d = np.asarray(list(data.get("direction") or []), dtype=np.float64)
-        if d.shape != (3,) or not np.all(np.isfinite(d)) or np.linalg.norm(d) < 1e-9:
-            raise ConfigError(f"direction {data.get('direction')!r}: expected a non-zero 3-vector")
+            raise ConfigError(
+                f"joint {short_repr(joint)}: expected an SMPL joint name or index 0..23"
+            )
+        along = finite_float(data.get("along", 0.5))
+        if along is None or not 0.0 <= along <= 1.0:
+            raise ConfigError(
+                f"along={short_repr(data.get('along'))}: expected a fraction in [0, 1]"
+            )
+        d = finite_vector(data.get("direction"), 3, bound=np.inf)  # any size: normalised
+        if d is not None:
+            d = d / max(float(np.abs(d).max()), 1e-300)  # scaled first: no overflow, no underflow
+        if d is None or np.abs(d).max() < 1e-9:
+            raise ConfigError(
+                f"direction {short_repr(data.get('direction'))}: expected a non-zero 3-vector "
+                "of finite numbers"
+            )
         d = d / np.linalg.norm(d)
         return cls(joint=int(joint), along=along, direction=(float(d[0]), float(d[1]), float(d[2])))
 

@@ -20,14 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from rbmcap.configfiles import conf_dir, conf_names, named_yaml
-from rbmcap.errors import ConfigError, ModelError
+from rbmcap.configfiles import conf_dir, conf_names, named_yaml, read_yaml, short_repr, type_name
+from rbmcap.errors import ConfigError, FormatError, ModelError
 from rbmcap.markers.anchors import Anchor, resolve_anchors
 
 KINDS = ("rbm", "point")
 SMPL_NUM_VERTICES = 6890
+MAX_VERTICES = 2**31 - 1
+"""Largest ``vertex_topology`` (vertex ids are int64 arrays; no mesh comes near)."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,7 @@ def load_marker_set(spec: str | Path | Mapping[str, Any] | MarkerSet) -> MarkerS
     Raises:
         ConfigError: unknown name, missing file, or an invalid definition (the message names
             the file and the marker).
+        FormatError: the file is not UTF-8, not YAML (``file:line:column``) or not a mapping.
     """
     if isinstance(spec, MarkerSet):
         return spec
@@ -197,12 +199,12 @@ def _load(name_or_path: str | Path, seen: tuple[str, ...]) -> MarkerSet:
     key = str(path.resolve())
     if key in seen:
         raise ConfigError(f"{path}: marker set bases form a cycle")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+    data = read_yaml(path)
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping with 'name' and 'markers' (or 'base')")
+        raise FormatError(
+            f"{path}: expected a mapping with 'name' and 'markers' (or 'base'), "
+            f"got {type_name(data)}"
+        )
     if "base" in data:
         return _from_base({"name": path.stem, **data}, path, (*seen, key))
     return parse_marker_set(data, source=str(path), default_name=path.stem)
@@ -230,12 +232,19 @@ def _base_ref(base: Any, path: Path) -> str | Path:
 def parse_marker_set(data: dict, source: str = "", default_name: str = "markers") -> MarkerSet:
     """Build a :class:`MarkerSet` from its YAML mapping (see ``conf/markers/rbm14.yaml``)."""
     where = source or "marker set"
-    kind = str(data.get("kind", "rbm"))
+    kind = data.get("kind", "rbm")
     if kind not in KINDS:
-        raise ConfigError(f"{where}: kind {kind!r}, expected one of {KINDS}")
+        raise ConfigError(f"{where}: kind {short_repr(kind)}, expected one of {KINDS}")
     topology = data.get("vertex_topology", SMPL_NUM_VERTICES)
-    if not isinstance(topology, int) or topology <= 0:
-        raise ConfigError(f"{where}: vertex_topology must be a positive integer, got {topology!r}")
+    if (
+        isinstance(topology, bool)
+        or not isinstance(topology, int)
+        or not 0 < topology <= MAX_VERTICES
+    ):
+        raise ConfigError(
+            f"{where}: vertex_topology must be an integer in 1..{MAX_VERTICES}, "
+            f"got {short_repr(topology)}"
+        )
     entries = data.get("markers")
     if not isinstance(entries, Sequence) or isinstance(entries, str) or not entries:
         raise ConfigError(f"{where}: expected a non-empty 'markers' list")
@@ -267,9 +276,12 @@ def _parse_marker(
 ) -> tuple[str, int | None, Anchor | None, str | None]:
     """Marker #i's name, vertex id, anchor and parent name (``earlier``: the names before it)."""
     if not isinstance(entry, Mapping) or "name" not in entry:
-        raise ConfigError(f"{where}: marker #{i} must be a mapping with a 'name'")
+        raise ConfigError(f"{where}: markers[{i}] must be a mapping with a 'name'")
     entry = dict(entry)
-    mname = str(entry["name"])
+    mname = entry["name"]
+    if isinstance(mname, bool) or not isinstance(mname, (str, int)) or str(mname) == "":
+        raise ConfigError(f"{where}: markers[{i}].name: expected a name, got {short_repr(mname)}")
+    mname = str(mname)
     if mname in earlier:
         raise ConfigError(f"{where}: marker {mname!r} is listed twice")
     vertex = entry.get("vertex")
@@ -301,7 +313,7 @@ def _parent_indices(
         if pname is None:
             parents.append(-1)
         elif pname not in names:
-            raise ConfigError(f"{where}: marker {mname!r} has unknown parent {pname!r}")
+            raise ConfigError(f"{where}: marker {mname!r} has unknown parent {short_repr(pname)}")
         else:
             parents.append(names.index(pname))
     _check_acyclic(parents, names, where)

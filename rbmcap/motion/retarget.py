@@ -41,8 +41,8 @@ import roma
 import torch
 from scipy.ndimage import gaussian_filter1d, maximum_filter1d
 
-from rbmcap.configfiles import conf_dir, load_yaml_mapping
-from rbmcap.errors import ConfigError, FormatError
+from rbmcap.configfiles import conf_dir, finite_float, load_yaml_mapping, short_repr
+from rbmcap.errors import ConfigError, DataError, FormatError, location
 from rbmcap.geometry import global_to_local
 from rbmcap.motion.bvh import BVH, read_bvh
 from rbmcap.motion.kinematics import FOOT_JOINTS, MotionKinematics, standin_body
@@ -51,6 +51,8 @@ from rbmcap.motion.smpl_motion import SMPLMotion
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
 DEFAULT_JOINT_MAP = "cmu"
+_MAP_SCALARS = {"name": None, "up_axis": "y", "reference_frame": None, "first_frame": "keep"}
+"""A joint map's single-valued keys and their defaults (name: the file's stem)."""
 FLOOR_MODES = ("contacts", "constant", "bvh")
 FIRST_FRAME_MODES = ("keep", "drop", "drop_if_tpose")
 TPOSE_MAX_DEG = 20.0  # a T-pose frame: every body joint this close to SMPL's rest pose
@@ -128,19 +130,30 @@ class JointMap:
         if not isinstance(joints, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in joints.items()
         ):
-            raise ConfigError(f"{path}: expected 'joints', a mapping of SMPL joint → BVH joint")
-        try:
-            units = float(data.get("units_to_metres", 1.0))
-        except (TypeError, ValueError):
-            raise ConfigError(f"{path}: units_to_metres must be a number") from None
+            raise ConfigError(f"{path}: joints: expected a mapping of SMPL joint → BVH joint")
+        units = finite_float(data.get("units_to_metres", 1.0), bound=1e6)
+        if units is None or units <= 0:
+            raise ConfigError(
+                f"{path}: units_to_metres: expected a positive number (≤ 1e6), got "
+                f"{short_repr(data.get('units_to_metres'))}"
+            )
+        scalars = {k: data.get(k, d) for k, d in _MAP_SCALARS.items()}
+        for key, value in scalars.items():
+            if value is not None and not isinstance(value, (str, int)):
+                raise ConfigError(
+                    f"{path}: {key}: expected a single value, got {short_repr(value)}"
+                )
+        only = data.get("direction_only") or []
+        if not isinstance(only, list) or not all(isinstance(j, str) for j in only):
+            raise ConfigError(f"{path}: direction_only: expected a list of SMPL joint names")
         return cls(
-            name=str(data.get("name", path.stem)),
+            name=str(scalars["name"] if scalars["name"] is not None else path.stem),
             joints=dict(joints),
             units_to_metres=units,
-            up_axis=str(data.get("up_axis", "y")).lower(),
-            reference_frame=data.get("reference_frame"),
-            first_frame=str(data.get("first_frame", "keep")),
-            direction_only=tuple(str(j) for j in data.get("direction_only") or ()),
+            up_axis=str(scalars["up_axis"]).lower(),
+            reference_frame=scalars["reference_frame"],
+            first_frame=str(scalars["first_frame"]),
+            direction_only=tuple(only),
             path=str(path),
         )
 
@@ -204,6 +217,7 @@ def retarget_bvh(
     joint_map = _checked_map(bvh, joint_map, floor)
     kin = MotionKinematics(body if body is not None else standin_body(), betas)
     poses, trans, scale = _retarget_arrays(bvh, joint_map, kin.rest_joints, translation_scale)
+    _check_finite(bvh, poses, trans)
     drop = _dropped_first_frames(joint_map.first_frame, poses)
 
     motion = SMPLMotion(
@@ -219,7 +233,26 @@ def retarget_bvh(
     if fps is not None:
         motion = motion.resample(fps)
     _place_on_floor(motion, kin, floor)
+    _check_finite(bvh, motion.poses, motion.trans, resampled=True)
     return motion
+
+
+def _check_finite(bvh: BVH, poses: np.ndarray, trans: np.ndarray, resampled=False) -> None:
+    """DataError at the first frame whose retargeted poses (T, 24, 3) or translation (T, 3) are
+    NaN or infinite (numbers too large for the maths, in the file's frames or offsets)."""
+    bad = ~(np.isfinite(poses).all(axis=(1, 2)) & np.isfinite(trans).all(axis=1))
+    if not bad.any():
+        return
+    frame = int(np.argmax(bad))
+    if resampled:
+        where = f"{bvh.path}: output frame {frame}"
+    else:
+        line = bvh.frame_lines[frame] if len(bvh.frame_lines) > frame else None
+        where = location(bvh.path, line, frame=frame)
+    raise DataError(
+        f"{where}: retargeting gives NaN or infinite values (are the file's channel values or "
+        "offsets out of range?)"
+    )
 
 
 def _retarget_arrays(
@@ -323,8 +356,10 @@ def support_foot_heights(
     soles = kin.soles(motion.poses, motion.trans)
     heights = np.stack([soles[:, kin.sole_side == s, 2].min(-1) for s in (0, 1)], axis=1)
     joints, _ = kin.pose(motion.poses, motion.trans)
-    speed = np.linalg.norm(np.gradient(joints[:, list(FOOT_JOINTS)], axis=0), axis=-1)
-    speed = speed * motion.fps
+    feet = joints[:, list(FOOT_JOINTS)]
+    # a lone frame has no speed: its feet count as planted
+    step = np.gradient(feet, axis=0) if len(feet) > 1 else np.zeros_like(feet)
+    speed = np.linalg.norm(step, axis=-1) * motion.fps
     lower = heights.argmin(1)
     frames = np.arange(len(heights))
     return heights[frames, lower], speed[frames, lower] < CONTACT_SPEED

@@ -1,16 +1,51 @@
 """Atomic file writes: a crash or a kill leaves either the old file or the new one, never half.
 
 Write to a temporary file beside the target (same file system), then ``os.replace`` it onto the
-target; on any error the temporary file is removed.
+target; on any error the temporary file is removed. A process killed outright (SIGKILL, a power
+cut) cannot remove its temporary file: the name says which machine and process wrote it
+(``.STEM.HOST-PID-XXXX.tmpSUFFIX``), and the next write of the same target on that machine
+removes those whose process is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import re
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:16] or "host"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files that writers of ``path`` on this machine left behind when they
+    were killed (their process no longer runs); returns the files removed."""
+    path = Path(path)
+    prefix = f".{path.stem}.{_host()}-"
+    pattern = f"{glob.escape(prefix)}*.tmp{glob.escape(path.suffix)}"
+    removed = []
+    for p in path.parent.glob(pattern):
+        pid = p.name[len(prefix) :].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
 
 
 @contextlib.contextmanager
@@ -19,12 +54,16 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
     The temporary name keeps ``path``'s suffix (some writers, e.g. ``np.savez`` or trimesh,
     choose the format from it) and starts with a dot, so a folder listing does not show it as a
-    result while it is being written.
+    result while it is being written. Temporaries of ``path`` left by killed writers are removed
+    first (:func:`remove_stale_temporaries`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(
-        dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}"
+        dir=path.parent,
+        prefix=f".{path.stem}.{_host()}-{os.getpid()}-",
+        suffix=f".tmp{path.suffix}",
     )
     os.close(fd)
     tmp_path = Path(tmp)

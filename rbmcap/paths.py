@@ -36,8 +36,11 @@ def resolve_checkpoint(spec: str | Path) -> Path:
         ModelError: neither (the message lists the shipped names).
     """
     path = Path(spec)
-    if path.is_file():
-        return path
+    try:
+        if path.is_file():
+            return path
+    except OSError:  # a name no file system takes (too long, ...): not a file, perhaps a name
+        pass
     if str(spec) in pretrained_names():
         return pretrained_dir() / f"{spec}.ckpt"
     names = ", ".join(pretrained_names()) or "none"

@@ -46,8 +46,9 @@ def test_json_summary_of_poses_from_the_file(take: Path, tmp_path: Path, capsys)
     code, text, _ = _run(capsys, take, "--out", out, "--json")
     assert code == 0
     info = json.loads(text)
-    assert set(info) == {"format", "fps", "frames", "plates"}
+    assert set(info) == {"format", "fps", "frames", "rotation_deviation", "plates"}
     assert (info["format"], info["fps"], info["frames"]) == ("optitrack", 120.0, 30)
+    assert 0 <= info["rotation_deviation"] < 1e-5  # 9-decimal unit quaternions
     assert [p["name"] for p in info["plates"]] == ["S01:LeftShin", "S01:RightShin"]
     assert set(info["plates"][0]) == {"name", "valid_fraction", "residual_mm_mean"}
     assert info["plates"][0]["residual_mm_mean"] is None

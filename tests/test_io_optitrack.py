@@ -14,7 +14,7 @@ from bodies import walk_plates
 from writers_c3d import cluster_points
 from writers_optitrack import write_optitrack
 
-from rbmcap.errors import FormatError
+from rbmcap.errors import DataError, FormatError
 from rbmcap.io.optitrack import EULER_TYPES, Y_UP_TO_Z_UP, looks_like_optitrack, read_optitrack
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared/data/optitrack/sample_take_v1.21.csv"
@@ -142,8 +142,8 @@ BAD = {
     "extra-cell": (9, lambda s: s + ",5", r":9:\d+: row has"),
     "short-row": (10, lambda s: ",".join(s.split(",")[:-2]), r":10:\d+: row has"),
     "non-numeric": (9, lambda s: s.replace(",1.000000000", ",abc", 1), r":9:\d+: not a number"),
-    "rotation-type": (1, lambda s: s.replace("Quaternion", "Helical"), r":1: unknown Rotation"),
-    "length-units": (1, lambda s: s.replace("Meters", "Furlongs"), r":1: unknown Length Units"),
+    "rotation-type": (1, lambda s: s.replace("Quaternion", "Helical"), r":1:\d+: unknown Rotation"),
+    "length-units": (1, lambda s: s.replace("Meters", "Furlongs"), r":1:\d+: unknown Length Units"),
     "missing-header": (4, lambda s: "", r"missing header rows"),
     "no-axis-row": (7, lambda s: s.replace("Frame", "Cadre"), r"missing the header's axis"),
 }
@@ -232,3 +232,26 @@ def test_read_capture_detects_a_motive_export():
 
     assert detect_format(SAMPLE) == "optitrack"
     assert read_capture(SAMPLE).format == "optitrack"
+
+
+@pytest.mark.parametrize(("norm", "refused"), [(1.01, True), (1.00001, False)])
+def test_a_quaternion_off_unit_norm_beyond_the_tolerance_is_not_a_rotation(tmp_path, norm, refused):
+    """Motive writes unit quaternions; one of norm 1.01 (a 2 % scaled rotation) is refused with
+    its line and column, one within ROTATION_TOLERANCE is normalised (no silent rescaling of a
+    damaged export)."""
+    t = 4
+    path = write_optitrack(tmp_path / "q.csv", ["Body"], np.zeros((t, 1, 3)),
+                           np.tile(np.eye(3), (t, 1, 1, 1)), np.ones((t, 1), bool),
+                           newline="\n")  # fmt: skip
+    lines = path.read_text().split("\n")
+    row = next(i for i, line in enumerate(lines) if line.startswith("2,"))  # the third frame
+    cells = lines[row].split(",")  # Frame, Time, X, Y, Z, W, …
+    cells[2:6] = [f"{float(c) * norm:.9f}" for c in cells[2:6]]
+    lines[row] = ",".join(cells)
+    path.write_text("\n".join(lines))
+    if refused:
+        with pytest.raises(DataError, match=rf"q\.csv:{row + 1}:3: .*'Body'.*norm 1\.01"):
+            read_optitrack(path)
+    else:
+        rot = read_optitrack(path).rot[2, 0]
+        np.testing.assert_allclose(rot @ rot.T, np.eye(3), atol=1e-6)

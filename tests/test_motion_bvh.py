@@ -179,12 +179,13 @@ def test_written_bvh_reads_back_the_same_skeleton_and_motion(tmp_path, kin):
     [
         (
             TINY.replace("OFFSET 0 -10 0\n    CHANNELS", "CHANNELS"),
-            r"line 8: expected 'OFFSET', found 'CHANNELS'",
+            r"bad\.bvh:8:5: expected 'OFFSET', found 'CHANNELS'",
         ),
         (TINY.replace("Zrotation Xrotation", "Zrotation Wrotation"), "channel names"),
-        (TINY.replace("0 0 0 90 0 0 0 90 0\n", "0 0 0 90\n"), "truncated motion data"),
-        (TINY.replace("Frame Time: 0.5", "Frame Time: 0"), "Frame Time must be positive"),
-        (TINY.replace("1 2 3", "1 x 3"), "non-numeric"),
+        (TINY.replace("0 0 0 90 0 0 0 90 0\n", "0 0 0 90\n"), r"bad\.bvh:20: frame 1 has 4 val"),
+        (TINY.replace("0 0 0 90 0 0 0 90 0\n", ""), "truncated motion data"),
+        (TINY.replace("Frame Time: 0.5", "Frame Time: 0"), "expected a Frame Time between"),
+        (TINY.replace("1 2 3", "1 x 3"), r"bad\.bvh:19:3: frame 0: non-numeric"),
         (TINY.split("MOTION")[0], "expected 'MOTION', found end of file"),
     ],
 )

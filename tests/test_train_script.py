@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rbmcap.errors import DataError
+
 TRAIN_PY = Path(__file__).resolve().parents[1] / "train.py"
 RESULT_KEYS = {"best_checkpoint", "last_checkpoint", "best_val_mpjpe_mm", "val_metrics",
                "epochs", "output_dir", "data_path"}  # fmt: skip
@@ -50,9 +52,9 @@ def test_train_py_runs_from_another_directory(tmp_path, tiny_dataset):
     assert not any(elsewhere.iterdir()), "nothing written to the working directory"
 
 
-def test_a_user_mistake_is_one_error_line_and_exit_2(tmp_path):
+def test_a_user_mistake_is_one_error_line_and_its_exit_status(tmp_path):
     proc = _run(tmp_path, f"data.path={tmp_path / 'nothing'}", "data.generate=null",
                 f"paths.root_dir={tmp_path}")  # fmt: skip
-    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.returncode == DataError.exit_code == 5, proc.stderr[-3000:]
     assert "train: error:" in proc.stderr and "no dataset" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -154,6 +154,69 @@ def test_train_py_wiring_trains_checkpoints_and_resumes(tmp_path, tiny_dataset, 
     json.dumps(second)  # plain data
 
 
+class _Killed(BaseException):
+    """Stands for a kill: not an ``Exception``, so nothing on the way out handles it."""
+
+
+class _DieAt(L.Callback):
+    """Raises :class:`_Killed` at training batch ``batch`` of epoch ``epoch``."""
+
+    def __init__(self, epoch: int, batch: int) -> None:
+        self.at = (epoch, batch)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if (trainer.current_epoch, batch_idx) == self.at:
+            raise _Killed
+
+
+def _final_state(path: str) -> dict:
+    """Weights, Adam's moments, the step and the scheduler of a checkpoint."""
+    raw = torch.load(path, weights_only=True)
+    adam = raw["optimizer_states"][0]["state"]
+    return {"step": raw["global_step"], "epoch": raw["epoch"], **raw["state_dict"],
+            **{f"adam.{i}.{k}": v for i, s in adam.items() for k, v in s.items()},
+            "sched": raw["lr_schedulers"][0]["last_epoch"]}  # fmt: skip
+
+
+def test_a_resumed_run_ends_bit_identical_to_the_uninterrupted_run(
+    tmp_path, tiny_dataset, monkeypatch
+):
+    """Interrupted mid-epoch 2 (the last checkpoint is epoch 1's), then resumed from it: the
+    replayed batches, their marker dropout and the network's dropout are those of the
+    uninterrupted run, so weights and optimiser state end bit-identical. A run that ignored the
+    checkpoint would start at step 0 and train all 9 steps again (the probe sees it), and one that
+    restored the weights but not the data order or random state would end elsewhere."""
+    from rbmcap.training import run
+
+    monkeypatch.setenv("RBMCAP_ROOT", str(tmp_path))
+    overrides = tiny_run(tiny_dataset, "logger=none", "trainer.max_epochs=3")
+    reference = _final_state(run.train(_compose(*overrides), tmp_path / "ref")["last_checkpoint"])
+    assert reference["step"] == 9
+    build = run.build_trainer
+
+    def dying(cfg, output_dir):
+        trainer, checkpoint = build(cfg, output_dir)
+        trainer.callbacks.append(_DieAt(epoch=2, batch=2))
+        return trainer, checkpoint
+
+    monkeypatch.setattr(run, "build_trainer", dying)
+    with pytest.raises(_Killed):
+        run.train(_compose(*overrides), tmp_path / "killed")
+    last = tmp_path / "killed" / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=True)["global_step"] == 6
+    monkeypatch.setattr(run, "build_trainer", build)
+    probe = _probed(monkeypatch)
+    resumed = run.train(_compose(*overrides, f"ckpt_path={last}"), tmp_path / "resumed")
+    assert (probe.step, probe.epoch) == (6, 2)  # it trained the last epoch only
+    state = _final_state(resumed["last_checkpoint"])
+    assert state.keys() == reference.keys()
+    for name, value in reference.items():
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(state[name], value), name
+        else:
+            assert state[name] == value, name
+
+
 def test_marker_set_mismatch_is_refused(tmp_path, tiny_dataset):
     from rbmcap.errors import ConfigError
     from rbmcap.training.run import train

@@ -125,6 +125,8 @@ class DatasetWriter:
                 configuration, or files that are not an rbmcap dataset.
         """
         existing = None
+        for done in self.out.glob(f"{WORK}.done-*"):  # left by a kill in finalize's clean-up
+            shutil.rmtree(done, ignore_errors=True)
         if (self.out / MANIFEST).is_file():
             existing = Manifest.load(self.out)
             self._check_same_config(existing.config, self.out / MANIFEST)
@@ -269,7 +271,11 @@ class DatasetWriter:
             shard=self.shard,
         )
         manifest.save(self.out)
-        shutil.rmtree(self.work, ignore_errors=True)
+        # Renamed first, so a kill while removing it leaves no half work folder beside the
+        # complete dataset (open() removes such leftovers).
+        done = self.out / f"{WORK}.done-{os.getpid()}"
+        os.replace(self.work, done)
+        shutil.rmtree(done, ignore_errors=True)
         return manifest
 
     def _part_rows(self, entry: SequenceEntry, name: str) -> tuple[Path, int, int]:

@@ -17,11 +17,22 @@
   first frame on.
 
 Anything ezc3d cannot read, or parameters of the wrong shape, raise one
-:class:`~rbmcap.errors.FormatError` naming the file.
+:class:`~rbmcap.errors.FormatError` naming the file. ezc3d (C++) trusts its input, and a
+malformed file can crash or hang it: the file's header and parameter section are checked here
+first, and ezc3d itself runs in a worker process (started once, restarted after a failure) under
+a time and memory bound, so that its crash or hang on a file is that file's FormatError.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +41,12 @@ from rbmcap.errors import FormatError
 from rbmcap.io.capture import Capture
 
 POINT_UNITS = {"mm": 0.001, "cm": 0.01, "m": 1.0}
+CHILD_SECONDS = 2.0
+"""Time bound of ezc3d's read of a file (plus a second per 5 MB)."""
+STARTUP_SECONDS = 120.0
+"""Time bound of the start of the worker process running ezc3d."""
+CHILD_BYTES = 2 << 30
+"""Memory bound of ezc3d's read of a file, above what the process held (plus 64 × its size)."""
 
 
 def read_c3d(path: str | Path) -> Capture:
@@ -59,15 +76,228 @@ def read_c3d(path: str | Path) -> Capture:
     )  # fmt: skip
 
 
-def _open(path: Path):
-    import ezc3d
+def _open(path: Path) -> dict:
+    """What :func:`read_c3d` needs of the file, as ezc3d reads it: ``parameters``, ``header``
+    and ``data`` (points, residuals, rotations).
 
+    ezc3d is C++ and trusts the file: a malformed file can crash the process or make it loop.
+    So the file's structure is checked here first (:func:`_check_structure`), and ezc3d runs in
+    a separate worker process (:class:`_Worker`, started once) with a time and memory bound; a
+    crash, a hang or an exception there is a FormatError naming the file.
+    """
     if not path.is_file():
         raise FormatError(f"{path}: no such file")
     try:
-        return ezc3d.c3d(str(path), extract_forceplat_data=False)
-    except Exception as exc:  # ezc3d raises RuntimeError, IOError, ValueError… as it goes
-        raise FormatError(f"{path}: not a readable C3D file ({exc})") from None
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read ({exc.strerror})") from None
+    _check_structure(path, raw)
+    kind, value = _WORKER.read(path, len(raw))
+    if kind == "error":
+        raise FormatError(f"{path}: not a readable C3D file ({value})")
+    return value
+
+
+_WORKER_CODE = r"""
+import os, pickle, struct, sys
+import numpy as np
+import ezc3d
+try:
+    import resource
+except ImportError:
+    resource = None
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+out.write(b"R")
+out.flush()
+while True:
+    head = inp.read(4)
+    if len(head) < 4:
+        break
+    path, limit = pickle.loads(inp.read(struct.unpack("<I", head)[0]))
+    try:
+        if resource is not None:
+            page = os.sysconf("SC_PAGE_SIZE")
+            vm = int(open("/proc/self/statm").read().split()[0]) * page
+            resource.setrlimit(resource.RLIMIT_AS, (vm + limit, resource.RLIM_INFINITY))
+    except (OSError, ValueError):
+        pass
+    try:
+        c = ezc3d.c3d(path, extract_forceplat_data=False)
+        meta = c["data"].get("meta_points", {})
+        params = {g: {k: {"value": v["value"]} for k, v in grp.items() if k != "__METADATA__"}
+                  for g, grp in c["parameters"].items()}
+        rot = c["data"].get("rotations")
+        res = ("ok", {"parameters": params, "header": {"points": dict(c["header"]["points"])},
+               "data": {"points": np.asarray(c["data"]["points"]),
+                        "meta_points": {"residuals": np.asarray(meta.get("residuals", []))},
+                        "rotations": None if rot is None else np.asarray(rot)}})
+        del c
+    except BaseException as exc:
+        res = ("error", f"{type(exc).__name__}: {exc}")
+    try:
+        data = pickle.dumps(res)
+    except BaseException as exc:
+        data = pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
+    out.write(struct.pack("<I", len(data)) + data)
+    out.flush()
+"""
+
+
+class _Worker:
+    """A Python process running ezc3d on request (started on first use, restarted after a
+    crash or a timeout): the reading process survives whatever ezc3d does with a file."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.lock = threading.Lock()
+
+    def read(self, path: Path, size: int) -> tuple[str, object]:
+        """('ok', parts) or ('error', why) of ezc3d's read of ``path`` (``size`` bytes)."""
+        with self.lock:
+            try:
+                return self._ask(path, size)
+            except BaseException:
+                self.stop()  # a crash, a timeout, an interrupt: its state is unknown
+                raise
+
+    def _ask(self, path: Path, size: int) -> tuple[str, object]:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _WORKER_CODE], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            if _receive(path, self.proc.stdout, 1, STARTUP_SECONDS) != b"R":
+                raise FormatError(f"{path}: cannot read C3D files: the C3D reader (ezc3d) does "
+                                  f"not start")  # fmt: skip
+        request = pickle.dumps((str(path.resolve()), CHILD_BYTES + 64 * size))
+        self.proc.stdin.write(struct.pack("<I", len(request)) + request)
+        self.proc.stdin.flush()
+        seconds = CHILD_SECONDS + size / 5e6
+        head = _receive(path, self.proc.stdout, 4, seconds)
+        if len(head) < 4:
+            code = self.proc.wait()
+            why = f"signal {-code}" if code < 0 else f"exit status {code}"
+            raise FormatError(f"{path}: not a readable C3D file (the C3D reader failed: {why})")
+        body = _receive(path, self.proc.stdout, struct.unpack("<I", head)[0], seconds)
+        return pickle.loads(body)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout):
+                with contextlib.suppress(OSError):
+                    f.close()
+            self.proc = None
+
+
+_WORKER = _Worker()
+atexit.register(_WORKER.stop)
+
+
+def _receive(path: Path, stream, count: int, seconds: float) -> bytes:
+    """``count`` bytes from the worker's ``stream`` (fewer at its end); FormatError when they do
+    not come within ``seconds``."""
+    import selectors
+    import time
+
+    fd, chunks, got = stream.fileno(), [], 0
+    end = time.monotonic() + seconds
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while got < count:
+            if not sel.select(max(end - time.monotonic(), 0)):
+                raise FormatError(f"{path}: not a readable C3D file (the C3D reader did not "
+                                  f"finish within {seconds:.0f} s)")  # fmt: skip
+            chunk = os.read(fd, count - got)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    return b"".join(chunks)
+
+
+def _check_structure(path: Path, raw: bytes) -> None:
+    """FormatError unless ``raw`` has a C3D header and a parameter section that parses: every
+    record inside the file, of a known type (char, byte, int16, float), each parameter in a
+    declared group, and the counts ezc3d loops over (POINT:USED, ROTATION:RATIO …) sane."""
+    if len(raw) < 512 or raw[1] != 0x50:
+        raise FormatError(f"{path}: not a readable C3D file (no C3D header)")
+    start = (raw[0] - 1) * 512
+    if raw[0] < 2 or start + 4 > len(raw):
+        raise FormatError(f"{path}: not a readable C3D file (its parameter section, block "
+                          f"{raw[0]}, is outside the file)")  # fmt: skip
+    proc = raw[start + 3]
+    if proc not in (84, 85, 86):
+        raise FormatError(f"{path}: not a readable C3D file (unknown processor type {proc})")
+    order = ">" if proc == 86 else "<"
+    end = min(len(raw), start + max(raw[start + 2], 1) * 512)
+    groups, params = _parameter_records(path, raw, start + 4, end, order)
+    missing = sorted({g for g, _ in params} - set(groups))
+    if missing:
+        raise FormatError(f"{path}: C3D parameter of an undeclared group (id {missing[0]})")
+    named = {(groups[g], n): v for (g, n), v in params.items()}
+    _check_counts(path, named, order)
+
+
+def _parameter_records(path: Path, raw: bytes, p: int, end: int, order: str):
+    """({group id: NAME}, {(group id, NAME): (type, dims, data bytes)}) of the parameter
+    section between ``p`` and ``end``."""
+    groups, params = {}, {}
+    bad = f"{path}: not a readable C3D file (malformed parameter section at byte"
+    while p + 2 <= end:
+        nchar, gid = struct.unpack_from("<bb", raw, p)
+        if nchar == 0:
+            break
+        q = p + 2 + abs(nchar)
+        if q + 2 > end:
+            raise FormatError(f"{bad} {p + 1})")
+        name = raw[p + 2 : q].decode("latin-1").strip().upper()
+        (offset,) = struct.unpack_from(order + "h", raw, q)
+        if gid < 0:
+            groups[-gid] = name
+        elif gid > 0:
+            params[(gid, name)] = _parameter(path, raw, q + 2, end, bad)
+        else:
+            raise FormatError(f"{bad} {p + 1}: group id 0)")
+        if offset == 0:
+            break
+        if offset < 2 or q + offset > end:
+            raise FormatError(f"{bad} {q + 1}: offset {offset} leads outside the section)")
+        p = q + offset
+    return groups, params
+
+
+def _parameter(path: Path, raw: bytes, p: int, end: int, bad: str):
+    """(type, dims, data bytes) of the parameter whose type byte is at ``p``."""
+    if p + 2 > end:
+        raise FormatError(f"{bad} {p + 1})")
+    kind, ndim = struct.unpack_from("<bB", raw, p)
+    if kind not in (-1, 1, 2, 4) or ndim > 7 or p + 2 + ndim > end:
+        raise FormatError(f"{bad} {p + 1}: parameter type {kind}, {ndim} dimensions)")
+    dims = tuple(raw[p + 2 : p + 2 + ndim])
+    size = abs(kind) * int(np.prod(dims, dtype=np.int64))
+    first = p + 2 + ndim
+    if first + size > end:
+        raise FormatError(f"{bad} {p + 1}: its data runs past the section)")
+    return kind, dims, raw[first : first + size]
+
+
+def _check_counts(path: Path, params: dict, order: str) -> None:
+    """The integer parameters ezc3d sizes its loops by must be in range."""
+    rules = {("POINT", "USED"): 0, ("POINT", "DATA_START"): 2, ("ROTATION", "USED"): 0,
+             ("ROTATION", "RATIO"): 0, ("ROTATION", "DATA_START"): 2, ("ANALOG", "USED"): 0,
+             ("FORCE_PLATFORM", "USED"): 0}  # fmt: skip
+    for key, low in rules.items():
+        if key not in params:
+            continue
+        kind, _, data = params[key]
+        if kind == 2 and len(data) >= 2:
+            (value,) = struct.unpack_from(order + "h", data)
+            if value < low:
+                raise FormatError(f"{path}: C3D parameter {key[0]}:{key[1]} is {value}, below "
+                                  f"{low}")  # fmt: skip
 
 
 def _check_complete(path: Path, frames: int) -> None:

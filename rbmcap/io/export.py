@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
+from rbmcap.atomic import atomic_path
 from rbmcap.errors import ConfigError
 from rbmcap.io.bvh_export import write_motion_bvh
 from rbmcap.io.gltf import write_motion_glb
@@ -21,6 +24,14 @@ def _check_names(paths: dict[str, Path | None]) -> None:
     for kind, path in paths.items():
         if path is not None and path.suffix.lower() != SUFFIXES[kind]:
             raise ConfigError(f"{path}: a {kind} export must end in {SUFFIXES[kind]}")
+
+
+def write_motion_npz(path: str | Path, motion) -> Path:
+    """The motion's AMASS-style ``.npz`` (the bytes of :meth:`SMPLMotion.save`), written through
+    :func:`~rbmcap.atomic.atomic_path` (a killed writer's temporary is removed by the next)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **motion.to_npz_dict())
+    return Path(path)
 
 
 def export_motion(motion, body, *, npz=None, bvh=None, glb=None, ply_dir=None,
@@ -45,7 +56,8 @@ def export_motion(motion, body, *, npz=None, bvh=None, glb=None, ply_dir=None,
     _check_names(paths)
     if (ply_dir is None) != (ply_every is None):
         raise ConfigError("PLY meshes need both a folder and a frame step (ply_every)")
-    writers = {"npz": lambda p: motion.save(p), "bvh": lambda p: write_motion_bvh(p, motion, body),
+    writers = {"npz": lambda p: write_motion_npz(p, motion),
+               "bvh": lambda p: write_motion_bvh(p, motion, body),
                "glb": lambda p: write_motion_glb(p, motion, body)}  # fmt: skip
     written: dict[str, object] = {}
     try:

@@ -64,7 +64,9 @@ def import_capture(path: str | Path, options: ImportOptions | None = None) -> Ca
 
 
 def summarize(capture: Capture) -> dict:
-    """One JSON-able object: format, fps, frames, per plate name, valid_fraction and
+    """One JSON-able object: format, fps, frames, rotation_deviation (the largest correction
+    made re-orthonormalising the file's rotations, max |σ − 1|; see
+    :data:`rbmcap.geometry.ROTATION_TOLERANCE`), per plate name, valid_fraction and
     residual_mm_mean (mean over valid frames, mm; None where poses came from the file)."""
     plates = []
     for j, name in enumerate(capture.names):
@@ -74,7 +76,7 @@ def summarize(capture: Capture) -> dict:
         frac = float(v.mean()) if len(v) else 0.0
         plates.append({"name": name, "valid_fraction": frac, "residual_mm_mean": mean})
     return {"format": capture.format, "fps": capture.fps, "frames": capture.num_frames,
-            "plates": plates}  # fmt: skip
+            "rotation_deviation": capture.rotation_deviation, "plates": plates}  # fmt: skip
 
 
 def import_file(

@@ -47,7 +47,8 @@ import numpy as np
 import roma
 import torch
 
-from rbmcap.errors import FormatError
+from rbmcap.errors import DataError, FormatError
+from rbmcap.geometry import ROTATION_TOLERANCE
 from rbmcap.io.capture import Capture
 
 Y_UP_TO_Z_UP = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
@@ -83,6 +84,7 @@ class _Header:
     objects: list[_Column]
     width: int
     data_line: int  # 1-based line of the first data row
+    columns: dict[str, int] = field(default_factory=dict)  # 1-based column of each setting
 
 
 def read_optitrack(path: str | Path) -> Capture:
@@ -98,7 +100,7 @@ def read_optitrack(path: str | Path) -> Capture:
     path = Path(path)
     rows = _read_rows(path)
     head = _parse_header(path, rows)
-    scale, rot_type, fps = _settings(path, head.settings)
+    scale, rot_type, fps = _settings(path, head.settings, head.columns)
     data = rows[head.data_line - 1 :]
     while data and not any(c.strip() for c in data[-1]):
         data.pop()
@@ -111,7 +113,7 @@ def read_optitrack(path: str | Path) -> Capture:
         raise FormatError(f"{path}:{head.data_line + bad}:1: empty frame number")
     plates = [o for o in head.objects if o.type in PLATE_TYPES]
     points = [o for o in head.objects if o.type in POINT_TYPES]
-    pos, rot, valid, err = _plates(path, table, plates, rot_type, scale)
+    pos, rot, valid, err = _plates(path, table, plates, rot_type, scale, head.data_line)
     pnames, pts, pvalid = _points(path, table, points, scale)
     return Capture(
         fps=fps, names=[o.name for o in plates], pos=pos, rot=rot, valid=valid,
@@ -128,7 +130,9 @@ def _read_rows(path: Path) -> list[list[str]]:
     except FileNotFoundError:
         raise FormatError(f"{path}: no such file") from None
     except UnicodeDecodeError as exc:
-        raise FormatError(f"{path}: not UTF-8 text ({exc.reason})") from None
+        raw = exc.object[: exc.start]
+        line, col = raw.count(b"\n") + 1, exc.start - raw.rfind(b"\n")
+        raise FormatError(f"{path}:{line}:{col}: not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
         raise FormatError(f"{path}: cannot read ({exc.strerror})") from None
     try:
@@ -150,6 +154,7 @@ def _parse_header(path: Path, rows: list[list[str]]) -> _Header:
         raise FormatError(f"{path}:1:1: not an OptiTrack Motive CSV (no 'Format Version' row)")
     first = _strip(rows[0])
     settings = {first[i]: first[i + 1] for i in range(0, len(first) - 1, 2)}
+    columns = {first[i]: i + 2 for i in range(0, len(first) - 1, 2)}
     axis = next((i for i, r in enumerate(rows) if r and r[0].strip().lower() == "frame"), None)
     if axis is None:
         raise FormatError(f"{path}: missing the header's axis row (Frame, Time, X, Y, Z, …)")
@@ -169,7 +174,7 @@ def _parse_header(path: Path, rows: list[list[str]]) -> _Header:
             raise FormatError(f"{path}:{start + i + 1}:{len(_strip(r))}: header row has "
                               f"{len(_strip(r))} cells, the kind row {width}")  # fmt: skip
     objects = _objects(path, start, type_row, name_row, kind_row, rows[axis], width)
-    return _Header(settings, objects, width, axis + 2)
+    return _Header(settings, objects, width, axis + 2, columns)
 
 
 def _cell(row: list[str], j: int) -> str:
@@ -193,24 +198,31 @@ def _objects(path, start, type_row, name_row, kind_row, axis_row, width) -> list
     return objects
 
 
-def _settings(path: Path, settings: dict[str, str]) -> tuple[float, str, float]:
-    """(metres per length unit, rotation type, frame rate) from the first row."""
+def _settings(path: Path, settings: dict[str, str], columns=None) -> tuple[float, str, float]:
+    """(metres per length unit, rotation type, frame rate) from the first row (``columns``: the
+    1-based column of each setting's value, for messages)."""
+
+    def at(key: str) -> str:
+        col = (columns or {}).get(key)
+        return f"{path}:1:{col}" if col else f"{path}:1"
+
     units = settings.get("Length Units", "Meters")
     if units.lower() not in LENGTH_UNITS:
-        raise FormatError(f"{path}:1: unknown Length Units {units!r}; expected one of "
+        raise FormatError(f"{at('Length Units')}: unknown Length Units {units!r}; expected one of "
                           f"{', '.join(u.title() for u in LENGTH_UNITS)}")  # fmt: skip
     rot_type = settings.get("Rotation Type", "Quaternion")
     if rot_type.lower() != "quaternion" and rot_type.upper() not in EULER_TYPES:
-        raise FormatError(f"{path}:1: unknown Rotation Type {rot_type!r}; expected Quaternion "
-                          f"or one of {', '.join(EULER_TYPES)}")  # fmt: skip
-    rate = settings.get("Export Frame Rate") or settings.get("Capture Frame Rate")
+        raise FormatError(f"{at('Rotation Type')}: unknown Rotation Type {rot_type!r}; expected "
+                          f"Quaternion or one of {', '.join(EULER_TYPES)}")  # fmt: skip
+    key = "Export Frame Rate" if settings.get("Export Frame Rate") else "Capture Frame Rate"
+    rate = settings.get(key)
     try:
         fps = float(rate)
     except (TypeError, ValueError):
-        raise FormatError(f"{path}:1: no usable frame rate (Export/Capture Frame Rate is "
+        raise FormatError(f"{at(key)}: no usable frame rate (Export/Capture Frame Rate is "
                           f"{rate!r})") from None  # fmt: skip
     if not (np.isfinite(fps) and fps > 0):
-        raise FormatError(f"{path}:1: frame rate {fps!r} is not positive")
+        raise FormatError(f"{at(key)}: frame rate {fps!r} is not positive")
     rt = "quaternion" if rot_type.lower() == "quaternion" else rot_type.upper()
     return LENGTH_UNITS[units.lower()], rt, fps
 
@@ -234,6 +246,8 @@ def _numbers(path: Path, data: list[list[str]], head: _Header) -> np.ndarray:
                     out[i, j] = float(cell)
                 except ValueError:
                     raise FormatError(f"{path}:{line}:{j + 1}: not a number: {cell!r}") from None
+                if np.isinf(out[i, j]):
+                    raise FormatError(f"{path}:{line}:{j + 1}: not a finite number: {cell!r}")
     return out
 
 
@@ -249,7 +263,7 @@ def _take(path: Path, table: np.ndarray, obj: _Column, kind: str, axes: str) -> 
     return table[:, idx]
 
 
-def _plates(path, table, plates, rot_type, scale):
+def _plates(path, table, plates, rot_type, scale, data_line):
     """Plate poses (T, N, 3), (T, N, 3, 3), valid (T, N) and marker error (T, N) in Z up."""
     t, n = len(table), len(plates)
     pos, rot = np.zeros((t, n, 3)), np.tile(np.eye(3), (t, n, 1, 1))
@@ -264,12 +278,28 @@ def _plates(path, table, plates, rot_type, scale):
         if not ok.any():
             raise FormatError(f"{path}:{obj.line}:{obj.first + 1}: {obj.type} {obj.name!r} is "
                               f"empty throughout")  # fmt: skip
+        if rot_type == "quaternion":
+            _check_unit(path, obj, r, ok, data_line)
         valid[:, k], pos[ok, k] = ok, p[ok] @ Y_UP_TO_Z_UP.T
         rot[ok, k] = Y_UP_TO_Z_UP @ _rotmat(path, obj, r[ok], rot_type)
         e = next((obj.cols[(kd, "")] for kd in ERROR_KINDS if (kd, "") in obj.cols), None)
         if e is not None:
             err[:, k] = table[:, e] * scale
     return pos, rot, valid, err
+
+
+def _check_unit(path: Path, obj: _Column, quats: np.ndarray, ok: np.ndarray, data_line: int):
+    """A quaternion whose norm is off 1 beyond :data:`ROTATION_TOLERANCE` (a scaled rotation,
+    deviation |‖q‖² − 1|) is not a rotation: DataError naming its line and column. Within the
+    tolerance it is normalised, as Capture re-orthonormalises matrices."""
+    norm2 = np.einsum("ti,ti->t", quats, quats)
+    bad = ok & (np.abs(norm2 - 1.0) > ROTATION_TOLERANCE) & (norm2 > 1e-12)  # 0: _rotmat's error
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        col = obj.cols[("Rotation", "X")] + 1
+        raise DataError(f"{path}:{data_line + i}:{col}: {obj.type} {obj.name!r}: quaternion of "
+                        f"norm {np.sqrt(norm2[i]):.6g} is not a rotation (|‖q‖² − 1| > "
+                        f"{ROTATION_TOLERANCE:g})")  # fmt: skip
 
 
 def _rotmat(path: Path, obj: _Column, r: np.ndarray, rot_type: str) -> np.ndarray:

@@ -9,6 +9,7 @@ the joint's whole local translation (they replace the offset, as Blender reads t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import numpy as np
 import roma
 import torch
 
-from rbmcap.errors import FormatError
+from rbmcap.errors import DataError, FormatError, location
 
 _ROT = {"xrotation": "X", "yrotation": "Y", "zrotation": "Z"}
 _POS = {"xposition": 0, "yposition": 1, "zposition": 2}
@@ -35,6 +36,7 @@ class BVH:
         frames: (T, C) channel values, C = total channel count.
         frame_time: seconds per frame.
         path: the file read (for messages), if any.
+        frame_lines: the 1-based line of each frame in the file (for messages), if known.
     """
 
     names: list[str]
@@ -45,6 +47,7 @@ class BVH:
     frames: np.ndarray
     frame_time: float
     path: str = ""
+    frame_lines: list[int] = field(default_factory=list, repr=False)
     _first_channel: list[int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -120,18 +123,25 @@ class BVH:
 
 
 # ----------------------------------------------------------------------------------- parsing
+MIN_FRAME_TIME = 1e-6
+MAX_FRAME_TIME = 60.0
+"""Bounds (s) of a believable ``Frame Time``: 1 MHz to one frame a minute."""
+
+
 def read_bvh(path: str | Path) -> BVH:
-    """Parse a BVH file.
+    """Parse a BVH file (UTF-8, a byte-order mark allowed; undecodable bytes become U+FFFD and
+    then fail the grammar where they matter).
 
     Raises:
-        FormatError: the file does not follow the BVH grammar (with the line and what was
-            expected), or its frame data is short or not numeric.
+        FormatError: the file does not follow the BVH grammar (``FILE:LINE:COLUMN`` and what was
+            expected), or its frame data is short, long or not numeric.
+        DataError: a number is NaN or infinite (an offset, or a frame: its line and index).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(2, "No such file", str(path))
     try:
-        text = path.read_text(errors="replace")
+        text = path.read_text(encoding="utf-8-sig", errors="replace")
     except OSError as exc:
         raise FormatError(f"{path}: cannot read ({exc.strerror})") from None
     return parse_bvh(text, str(path))
@@ -144,7 +154,7 @@ def parse_bvh(text: str, label: str = "BVH") -> BVH:
     tree = _Hierarchy()
     tokens.expect("ROOT")
     tree.read_joint(tokens, -1)
-    frames, frame_time = _read_motion(tokens, sum(len(c) for c in tree.channels))
+    frames, frame_time, lines = _read_motion(tokens, sum(len(c) for c in tree.channels))
     return BVH(
         names=tree.names,
         parents=tree.parents,
@@ -154,6 +164,7 @@ def parse_bvh(text: str, label: str = "BVH") -> BVH:
         frames=frames,
         frame_time=frame_time,
         path=label,
+        frame_lines=lines,
     )
 
 
@@ -177,7 +188,7 @@ class _Hierarchy:
         self.parents.append(parent)
         tokens.expect("{")
         tokens.expect("OFFSET")
-        self.offsets.append(tokens.floats(3))
+        self.offsets.append(tokens.finite_floats(3, "OFFSET"))
         self.channels.append(_read_channels(tokens))
         while True:
             word = tokens.next_upper()
@@ -187,7 +198,7 @@ class _Hierarchy:
                 tokens.expect("SITE")
                 tokens.expect("{")
                 tokens.expect("OFFSET")
-                self.end_sites[j] = tokens.floats(3)
+                self.end_sites[j] = tokens.finite_floats(3, "End Site OFFSET")
                 tokens.expect("}")
             elif word == "}":
                 return
@@ -196,53 +207,117 @@ class _Hierarchy:
 
 
 def _read_channels(tokens: _Tokens) -> list[str]:
-    """A joint's optional ``CHANNELS n name…`` line (no line: no channels)."""
+    """A joint's optional ``CHANNELS n name…`` line (no line: no channels); the n names are on
+    the line of ``CHANNELS``."""
     if tokens.peek_upper() != "CHANNELS":
         return []
     tokens.next()
+    line = tokens.line()
     count = tokens.int()
-    chans = [tokens.next() for _ in range(count)]
-    bad = [c for c in chans if c.lower() not in _ROT and c.lower() not in _POS]
-    if bad:
-        tokens.fail(f"channel names like Xposition/Zrotation, not {bad[0]!r}")
+    chans = []
+    while tokens.pos < len(tokens.items) and tokens.items[tokens.pos][1] == line:
+        chans.append(tokens.next())
+    if len(chans) != count:
+        tokens.fail(f"{count} channel name(s) after CHANNELS {count} on its line, "
+                    f"found {len(chans)}")  # fmt: skip
+    for k, c in enumerate(chans):
+        if c.lower() not in _ROT and c.lower() not in _POS:
+            tokens.pos -= len(chans) - k - 1  # point at the bad name
+            tokens.fail("channel names like Xposition/Zrotation", c)
     return chans
 
 
-def _read_motion(tokens: _Tokens, width: int) -> tuple[np.ndarray, float]:
-    """The ``MOTION`` section: frames (T, width) and the frame time (s)."""
-    label = tokens.label
+def _read_motion(tokens: _Tokens, width: int) -> tuple[np.ndarray, float, list[int]]:
+    """The ``MOTION`` section: frames (T, width), the frame time (s) and each frame's line."""
     tokens.expect("MOTION")
     tokens.expect("FRAMES:")
     num_frames = tokens.int()
     tokens.expect("FRAME")
     tokens.expect("TIME:")
     frame_time = tokens.float()
-    if not frame_time > 0:
-        raise FormatError(f"{label}: Frame Time must be positive, got {frame_time}")
-    values = tokens.remaining_floats()
-    if values.size < num_frames * width:
-        raise FormatError(
-            f"{label}: truncated motion data: {num_frames} frames of {width} channels declared, "
-            f"{values.size // max(width, 1)} complete frame(s) present"
-        )
-    frames = values[: num_frames * width].reshape(num_frames, width)
+    if not MIN_FRAME_TIME <= frame_time <= MAX_FRAME_TIME:
+        tokens.fail(f"a Frame Time between {MIN_FRAME_TIME:g} and {MAX_FRAME_TIME:g} s",
+                    tokens.items[tokens.pos - 1][0])  # fmt: skip
+    if tokens.pos < len(tokens.items):
+        tokens.pos += 1
+        tokens.fail("the frame data on the line after Frame Time", tokens.items[tokens.pos - 1][0])
+    if width == 0:
+        raise FormatError(f"{tokens.label}: the hierarchy declares no CHANNELS (no motion)")
     if num_frames == 0:
-        raise FormatError(f"{label}: the file declares no frames")
-    if not np.isfinite(frames).all():
-        raise FormatError(f"{label}: motion data contains NaN or infinite values")
-    return frames, frame_time
+        raise FormatError(f"{tokens.label}: the file declares no frames (Frames: 0)")
+    frames, lines = _frame_values(tokens, num_frames, width)
+    return frames, frame_time, lines
+
+
+def _frame_values(tokens: _Tokens, num_frames: int, width: int) -> tuple[np.ndarray, list[int]]:
+    """The frame lines after the MOTION header: ``num_frames`` lines of ``width`` finite
+    numbers (blank lines skipped); (T, width) and each one's 1-based line."""
+    label, rows, where = tokens.label, [], []
+    for index in range(tokens.data_start, len(tokens.lines)):
+        cells = tokens.lines[index].split()
+        if not cells:
+            continue
+        at = location(label, index + 1)
+        if len(rows) == num_frames:
+            raise FormatError(f"{at}: frame data beyond the {num_frames} frame(s) declared")
+        if len(cells) != width:
+            raise FormatError(
+                f"{at}: frame {len(rows)} has {len(cells)} values, the hierarchy declares "
+                f"{width} channels"
+            )
+        rows.append(cells)
+        where.append(index)
+    if len(rows) < num_frames:
+        raise FormatError(
+            f"{location(label, len(tokens.lines))}: truncated motion data: {num_frames} frames "
+            f"declared, {len(rows)} present"
+        )
+    try:
+        frames = np.array(rows, dtype=np.float64)
+    except ValueError:
+        frames = None
+    bad = _first_bad_value(frames, rows)
+    if bad is not None:
+        f, c = bad
+        line = tokens.lines[where[f]]
+        at = location(label, where[f] + 1, _column(line, c) + 1)
+        if frames is None:
+            raise FormatError(f"{at}: frame {f}: non-numeric motion value {rows[f][c]!r}")
+        raise DataError(f"{at}: frame {f}: motion value {rows[f][c]!r} is not a finite number")
+    return frames, [i + 1 for i in where]
+
+
+def _first_bad_value(frames: np.ndarray | None, rows: list[list[str]]) -> tuple[int, int] | None:
+    """(frame, cell) of the first value that is not a number (``frames`` None) or not finite."""
+    if frames is None:
+        return next((f, c) for f, row in enumerate(rows) for c, v in enumerate(row)
+                    if not _is_float(v))  # fmt: skip
+    bad = np.argwhere(~np.isfinite(frames))
+    return (int(bad[0, 0]), int(bad[0, 1])) if len(bad) else None
+
+
+def _column(line: str, cell: int) -> int:
+    """0-based column where the ``cell``-th whitespace-separated token of ``line`` starts."""
+    pos = 0
+    for k, tok in enumerate(line.split()):
+        pos = line.find(tok, pos)
+        if k == cell:
+            return pos
+        pos += len(tok)
+    return 0
 
 
 class _Tokens:
-    """Whitespace tokens with line numbers, for a recursive-descent parse with clear errors."""
+    """Whitespace tokens with line and column numbers, for a recursive-descent parse with clear
+    errors. Lines end at LF, CRLF or a lone CR."""
 
     def __init__(self, text: str, label: str) -> None:
         self.label = label
-        self.lines = text.splitlines()
-        self.items: list[tuple[str, int]] = []
+        self.lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        self.items: list[tuple[str, int, int]] = []
         motion_line = None
         # Tokenise the hierarchy and the three MOTION header lines; the frame data (often MBs)
-        # is read in one go by remaining_floats.
+        # is read line by line by _frame_values.
         self.data_start = len(self.lines)
         for index, line in enumerate(self.lines):
             if motion_line is None and line.strip().upper() == "MOTION":
@@ -250,16 +325,26 @@ class _Tokens:
             if motion_line is not None and index > motion_line + 2:
                 self.data_start = index
                 break
-            self.items.extend((tok, index + 1) for tok in line.split())
+            col = 0
+            for tok in line.split():
+                col = line.find(tok, col)
+                self.items.append((tok, index + 1, col + 1))
+                col += len(tok)
         self.pos = 0
+
+    def line(self) -> int:
+        """The line of the next token (-1 at the end)."""
+        return self.items[self.pos][1] if self.pos < len(self.items) else -1
 
     def fail(self, expected: str, got: str | None = None) -> None:
         if 0 < self.pos <= len(self.items):
-            where = f"line {self.items[self.pos - 1][1]}"
+            _, line, col = self.items[self.pos - 1]
+            where = location(self.label, line, col)
             found = f", found {got!r}" if got is not None else ""
         else:
-            where, found = "end of file", ", found end of file"
-        raise FormatError(f"{self.label}: {where}: expected {expected}{found}")
+            where = f"{location(self.label, len(self.lines))}: end of file"
+            found = ", found end of file"
+        raise FormatError(f"{where}: expected {expected}{found}")
 
     def next(self, expected: str = "more of the hierarchy") -> str:
         if self.pos >= len(self.items):
@@ -281,36 +366,37 @@ class _Tokens:
             self.fail(repr(word), tok)
 
     def rest_of_line(self) -> str:
-        line = self.items[self.pos][1] if self.pos < len(self.items) else -1
+        line = self.line()
         words = []
         while self.pos < len(self.items) and self.items[self.pos][1] == line:
             words.append(self.next())
         return " ".join(words)
 
     def float(self) -> float:
-        tok = self.next()
+        tok = self.next("a number")
         try:
             return float(tok)
         except ValueError:
             self.fail("a number", tok)
             raise  # unreachable
 
-    def floats(self, n: int) -> np.ndarray:
-        return np.array([self.float() for _ in range(n)])
+    def finite_floats(self, n: int, what: str) -> np.ndarray:
+        """``n`` numbers; NaN or infinity is a DataError at its line and column."""
+        values = []
+        for _ in range(n):
+            value = self.float()
+            if not math.isfinite(value):
+                tok, line, col = self.items[self.pos - 1]
+                at = location(self.label, line, col)
+                raise DataError(f"{at}: {what} value {tok!r} is not a finite number")
+            values.append(value)
+        return np.array(values)
 
     def int(self) -> int:
         value = self.float()
-        if value != int(value) or value < 0:
-            self.fail("a non-negative integer", str(value))
+        if not (math.isfinite(value) and value >= 0 and value == int(value)):
+            self.fail("a non-negative integer", self.items[self.pos - 1][0])
         return int(value)
-
-    def remaining_floats(self) -> np.ndarray:
-        body = "\n".join(self.lines[self.data_start :])
-        try:
-            return np.array(body.split(), dtype=np.float64)
-        except ValueError:
-            bad = next(t for t in body.split() if not _is_float(t))
-            raise FormatError(f"{self.label}: non-numeric motion value {bad!r}") from None
 
 
 def _is_float(token: str) -> bool:

@@ -19,12 +19,14 @@ from rbmcap.errors import RBMCapError
 
 @hydra.main(version_base="1.3", config_path=f"pkg://{HYDRA_CONFIG_MODULE}", config_name="train")
 def main(cfg: DictConfig) -> None:
-    """Train as ``cfg`` says; print the result as JSON, or one error line and exit 2."""
+    """Train as ``cfg`` says; print the result as JSON, or one error line and exit with the
+    error's status (:mod:`rbmcap.errors`: 2 configuration, 3 format, 4 model, 5 data, e.g. a
+    loss that became NaN)."""
     from rbmcap.training.run import train
 
     try:
         result = train(cfg, HydraConfig.get().runtime.output_dir)
     except RBMCapError as exc:
         print(f"train: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(exc.exit_code)
     print(json.dumps(result, indent=2))

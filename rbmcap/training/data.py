@@ -20,7 +20,7 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from rbmcap.dataset import Manifest, RBMDataset
 from rbmcap.errors import ConfigError, DataError
@@ -181,6 +181,25 @@ def window_repeats(windows, sequences, oversample: dict[str, int]) -> np.ndarray
     return np.repeat(np.arange(len(windows)), repeat[windows.sequence_positions()])
 
 
+class EpochShuffle(Sampler[int]):
+    """A random order of ``size`` indices that depends only on ``seed`` and the epoch, which
+    Lightning sets (``set_epoch``) before each epoch: a run resumed from a checkpoint sees the
+    batches the uninterrupted run saw, whatever the global random state."""
+
+    def __init__(self, size: int, seed: int) -> None:
+        self.size, self.seed, self.epoch = int(size), int(seed), 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self):
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        return iter(torch.randperm(self.size, generator=gen).tolist())
+
+
 class RBMDataModule(L.LightningDataModule):
     """Train / val / test windows of a dataset folder.
 
@@ -196,6 +215,7 @@ class RBMDataModule(L.LightningDataModule):
         oversample: training split only: glob over sequence names → repeat count of their
             windows (see :class:`WindowDataset`).
         markers: the marker set the dataset must have been made with (checked in :meth:`setup`).
+        seed: seed of the training order (:class:`EpochShuffle`: one order per epoch).
 
     Lightning runs :meth:`prepare_data` on local rank 0 of each node; where several nodes share
     the data folder, set ``prepare_data_per_node = False`` so that only global rank 0 makes it.
@@ -215,8 +235,10 @@ class RBMDataModule(L.LightningDataModule):
         recipe: DatasetRecipe | None = None,
         markers: MarkerSet | None = None,
         oversample: dict[str, int] | None = None,
+        seed: int = 0,
     ) -> None:
         super().__init__()
+        self.seed = int(seed)
         self.oversample = dict(oversample or {})
         self.path = Path(path)
         self.window = int(window)
@@ -255,13 +277,16 @@ class RBMDataModule(L.LightningDataModule):
         return self._sets[stage]
 
     def _loader(self, stage: str, shuffle: bool) -> DataLoader:
+        data = self.dataset(stage)
         return DataLoader(
-            self.dataset(stage),
+            data,
             batch_size=self.batch_size,
-            shuffle=shuffle,
+            sampler=EpochShuffle(len(data), self.seed) if shuffle else None,
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
             drop_last=False,
+            # the loader's own seed draws leave the global generator alone
+            generator=torch.Generator().manual_seed(self.seed),
         )
 
     def train_dataloader(self) -> DataLoader:

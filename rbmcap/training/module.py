@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 import lightning as L
+import numpy as np
 import roma
 import torch
 
@@ -28,6 +29,7 @@ from rbmcap.model.platefit import PlateFit
 from rbmcap.model.rotation6d import rotation_6d_to_matrix
 from rbmcap.skeleton import SMPL_PARENTS
 from rbmcap.training.dropout import drop_markers, hide_plates
+from rbmcap.training.guards import check_finite_loss, check_finite_weights
 
 LOSS_KEYS = (
     "rotation", "w_rotation", "w_betas", "w_trans", "w_joints", "w_velocity", "w_acceleration"
@@ -253,8 +255,16 @@ class RBMRegressor(L.LightningModule):
         terms["total"] = sum(self.loss_cfg[f"w_{k}"] * v for k, v in terms.items())
         return terms, pred_joints
 
-    def training_step(self, batch, batch_idx):
-        valid = batch["valid"]
+    def batch_seed(self, batch_idx: int) -> int:
+        """The seed of one training batch's randomness (marker dropout, the network's dropout):
+        a function of the run's seed, the process rank, the epoch and the batch only, so a run
+        resumed from a checkpoint draws exactly what the uninterrupted run drew."""
+        trainer = self._trainer
+        rank = trainer.global_rank if trainer is not None else 0
+        key = [int(self.hparams["seed"]), rank, self.current_epoch, int(batch_idx)]
+        return int(np.random.SeedSequence(key).generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+    def _augmented_valid(self, valid: torch.Tensor) -> torch.Tensor:
         aug = self.augment_cfg
         if float(aug["marker_dropout"]) > 0:
             valid = drop_markers(valid, float(aug["marker_dropout"]), int(aug["dropout_span"]),
@@ -262,8 +272,20 @@ class RBMRegressor(L.LightningModule):
         if float(aug["hide_plates"]) > 0:
             valid = hide_plates(valid, float(aug["hide_plates"]), self._generator,
                                 protect=self.encoder.root)  # fmt: skip
-        out = self(batch["pos"], batch["rot"], valid)
+        return valid
+
+    def training_step(self, batch, batch_idx):
+        seed = self.batch_seed(batch_idx)
+        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+        # The global generators (the network's dropout) are seeded per batch inside a fork, so
+        # training leaves them as they were and a resumed run repeats the uninterrupted one.
+        with torch.random.fork_rng(devices=cuda):
+            torch.manual_seed(seed)
+            self._generator.manual_seed(seed)
+            valid = self._augmented_valid(batch["valid"])
+            out = self(batch["pos"], batch["rot"], valid)
         terms, _ = self._losses(out, batch)
+        check_finite_loss(terms, self.current_epoch, self.global_step)
         for k, v in terms.items():
             self.log(f"train/{k}", v, prog_bar=k == "total", on_step=True, on_epoch=True,
                      batch_size=valid.shape[0])  # fmt: skip
@@ -282,6 +304,10 @@ class RBMRegressor(L.LightningModule):
                  prog_bar=True, batch_size=n, sync_dist=True)  # fmt: skip
         root_err = rotation_angle(out["rotmats"][..., 0, :, :], true_rot[..., 0, :, :]).mean()
         self.log("val/root_angle_deg", math.degrees(1) * root_err, batch_size=n, sync_dist=True)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Refuse to save weights holding NaN or infinite values (DataError)."""
+        check_finite_weights(checkpoint.get("state_dict", self.state_dict()))
 
     def configure_optimizers(self):
         cfg = self.optim_cfg

@@ -24,6 +24,9 @@ from rbmcap.training.data import DatasetRecipe, RBMDataModule
 
 log = logging.getLogger("rbmcap.train")
 
+LAST = "last"
+"""Name (without ``.ckpt``) of the checkpoint written after every validation: resume from it."""
+
 
 def plate_rest_frames(body, markers) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each plate's rest position (N, 3) and rotation (N, 3, 3) on the body (canonical frame,
@@ -122,6 +125,7 @@ def build_datamodule(cfg: DictConfig, markers) -> RBMDataModule:
         train_stride=int(data.train_stride), num_workers=int(data.num_workers),
         recipe=recipe, markers=markers,
         oversample=OmegaConf.to_container(data.oversample) if data.get("oversample") else None,
+        seed=int(cfg.seed),
     )  # fmt: skip
 
 
@@ -131,19 +135,25 @@ def build_trainer(cfg: DictConfig, output_dir: Path):
     from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 
     from rbmcap.training.callbacks import EpochSummary
+    from rbmcap.training.guards import AtomicCheckpointIO
     from rbmcap.training.loggers import build_logger
 
     checkpoint = ModelCheckpoint(
         dirpath=output_dir / "checkpoints", filename="epoch{epoch:03d}-mpjpe{val/mpjpe_mm:.1f}",
-        monitor="val/mpjpe_mm", mode="min", save_last=True, auto_insert_metric_name=False,
+        monitor="val/mpjpe_mm", mode="min", auto_insert_metric_name=False,
     )  # fmt: skip
+    # Lightning's save_last writes last.ckpt only when the monitored figure improves: this one
+    # writes it after every validation, so a killed run resumes from its latest epoch.
+    last = ModelCheckpoint(dirpath=output_dir / "checkpoints", filename=LAST,
+                           enable_version_counter=False)  # fmt: skip
     logger = build_logger(cfg.logger, output_dir)
-    callbacks = [checkpoint, EpochSummary()]
+    callbacks = [checkpoint, last, EpochSummary()]
     if logger is not None:
         callbacks.append(LearningRateMonitor("step"))
     trainer_kwargs = OmegaConf.to_container(cfg.trainer, resolve=True)
+    plugins = [*(trainer_kwargs.pop("plugins", None) or []), AtomicCheckpointIO()]
     trainer = L.Trainer(default_root_dir=output_dir, logger=logger or False,
-                        callbacks=callbacks, **trainer_kwargs)  # fmt: skip
+                        callbacks=callbacks, plugins=plugins, **trainer_kwargs)  # fmt: skip
     return trainer, checkpoint
 
 
@@ -166,9 +176,10 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
              sum(p.numel() for p in model.parameters()) / 1e6)  # fmt: skip
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
     best = checkpoint.best_model_score
+    last = [c.best_model_path for c in trainer.checkpoint_callbacks if c.filename == LAST]
     result = {
         "best_checkpoint": checkpoint.best_model_path,
-        "last_checkpoint": checkpoint.last_model_path,
+        "last_checkpoint": last[0] if last else checkpoint.last_model_path,
         "best_val_mpjpe_mm": float(best) if best is not None else None,
         "val_metrics": {
             k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")

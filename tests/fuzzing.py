@@ -16,8 +16,9 @@ hangs, partial outputs) are kept in :data:`STATS`; with ``RBMCAP_FUZZ_REPORT=FIL
 written there as JSON when the session ends (``tests/conftest.py``), which is where the table of
 ``docs/reliability.md`` comes from.
 
-Examples per reader: :func:`fuzz_settings` gives 200 in the default run, ``FUZZ_EXAMPLES`` in
-the environment (the slow run uses 2,000) overrides it.
+Examples per reader: :func:`fuzz_settings` gives 200 in the default run (``FUZZ_EXAMPLES`` in
+the environment overrides it), 50 for a whole command (:data:`COMMAND_EXAMPLES`); the ``slow``
+variants run 2,000.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ TIME_LIMIT_S = 10.0
 
 DEFAULT_EXAMPLES = 200
 SLOW_EXAMPLES = 2000
+COMMAND_EXAMPLES = 50
+"""Default-run inputs for a whole command (import, from-bvh: a reader plus its writer and the
+retargeting, up to 0.5 s each); its reader gets DEFAULT_EXAMPLES on its own, the slow run 2,000."""
 
 STATS: dict[str, dict[str, int]] = defaultdict(
     lambda: {"tried": 0, "accepted": 0, "refused": 0, "uncaught": 0, "hangs": 0, "partial": 0}

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import roma
 import torch
-from fuzzing import SLOW_EXAMPLES, check_reader, fuzz_settings, mutated
+from fuzzing import COMMAND_EXAMPLES, SLOW_EXAMPLES, check_reader, fuzz_settings, mutated
 from hypothesis import given
 from hypothesis import strategies as st
 from writers_c3d import cluster_names, cluster_points, write_c3d
@@ -292,7 +292,7 @@ def test_fuzz_c3d(fuzzdir, data):
     _fuzz_c3d("c3d", fuzzdir, data)
 
 
-@fuzz_settings()
+@fuzz_settings(COMMAND_EXAMPLES)
 @given(data=st.data())
 def test_fuzz_import_cli(fuzzdir, data):
     _fuzz_import_cli("import-cli", fuzzdir, data)

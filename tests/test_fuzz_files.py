@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import roma
 import torch
-from fuzzing import check_reader, fuzz_settings, mutated
+from fuzzing import COMMAND_EXAMPLES, check_reader, fuzz_settings, mutated
 from hypothesis import given
 from hypothesis import strategies as st
 from test_motion_bvh import TINY
@@ -145,7 +145,7 @@ def test_the_cmu_seed_retargets(tmp_path, _standin_built):
     assert SMPLMotion.load(tmp_path / "out" / "clip.npz").num_frames > 0
 
 
-@fuzz_settings()
+@fuzz_settings(COMMAND_EXAMPLES)
 @given(data=st.just(CMU_SEED).flatmap(mutated))
 def test_fuzz_bvh_retarget_cli(tmp_path, _standin_built, data):
     _fuzz_retarget_cli(tmp_path, data)

@@ -66,10 +66,11 @@ def synthesize(cfg: DictConfig, output_dir: str | Path) -> dict:
     config_name="data_prep/synthesize",
 )
 def main(cfg: DictConfig) -> None:
-    """Synthesise as ``cfg`` says; print the summary as JSON, or one error line and exit 2."""
+    """Synthesise as ``cfg`` says; print the summary as JSON, or one error line and the error's
+    exit status (:mod:`rbmcap.errors`)."""
     try:
         info = synthesize(cfg, HydraConfig.get().runtime.output_dir)
     except RBMCapError as exc:
         print(f"synthesize: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(exc.exit_code)
     print(json.dumps(info))

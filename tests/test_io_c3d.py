@@ -9,7 +9,7 @@ import roma
 import torch
 from writers_c3d import CLUSTER, cluster_names, cluster_points, write_c3d
 
-from rbmcap.errors import FormatError
+from rbmcap.errors import DataError, FormatError
 from rbmcap.io.c3d import read_c3d
 
 TOL_MM, TOL_DEG = 0.01, 0.001
@@ -123,3 +123,24 @@ def test_read_capture_detects_a_c3d_file(tmp_path, plates):
     path = write_c3d(tmp_path / "d.c3d", pnames, pts, pv)
     assert detect_format(path) == "c3d"
     assert read_capture(path).point_names == pnames
+
+
+@pytest.mark.parametrize("damage", ["reflection", "scaled", "zero", "nan"])
+def test_a_rotation_that_is_not_rigid_is_an_error_and_a_missing_one_a_gap(tmp_path, plates,
+                                                                          damage):  # fmt: skip
+    """NaN or all-zero matrices are frames where a segment was not tracked (invalid there); a
+    reflection or a 1 % scaled matrix is not a rotation: a DataError naming plate and frame."""
+    names, pos, rot, valid = (np.array(x, copy=True) if not isinstance(x, list) else x
+                              for x in plates)  # fmt: skip
+    valid[:] = True
+    rot[7, 1] = {"reflection": np.diag([1.0, 1.0, -1.0]), "scaled": 1.01 * np.eye(3),
+                 "zero": np.zeros((3, 3)), "nan": np.full((3, 3), np.nan)}[damage]  # fmt: skip
+    pnames, pts, pv = _points(names, pos, rot, valid)
+    path = write_c3d(tmp_path / "d.c3d", pnames, pts, pv, plate_names=names, pos=pos, rot=rot,
+                     valid=valid)  # fmt: skip
+    if damage in ("reflection", "scaled"):
+        with pytest.raises(DataError, match=rf"d\.c3d: plate {names[1]!r}, frame 7"):
+            read_c3d(path)
+    else:
+        cap = read_c3d(path)
+        assert not cap.valid[7, 1] and cap.valid.sum() == cap.valid.size - 1

@@ -6,8 +6,11 @@
   negative (or whose coordinates are NaN) is invalid in that frame.
 - The ``ROTATION`` group, when the file has one → plates: ezc3d gives ``data['rotations']``
   (4, 4, R, T·ratio) world-from-segment homogeneous matrices; names from ``ROTATION:LABELS``;
-  the translation is in ``POINT:UNITS``; a matrix with a NaN, or not rigid (rotation part off
-  SO(3) by more than 1e-3, bottom row not (0, 0, 0, 1)), is invalid. With
+  the translation is in ``POINT:UNITS``; a matrix with a NaN, or all zero, is a frame where the
+  segment was not tracked (invalid); any other matrix must be a rigid transform: a bottom row
+  other than (0, 0, 0, 1) is a DataError here, and a rotation part that is a reflection or off
+  SO(3) beyond :data:`~rbmcap.geometry.ROTATION_TOLERANCE` is one at the Capture (which
+  re-orthonormalises the rest). With
   ``ROTATION:RATIO`` > 1 every ratio-th sample (those on point frames) is kept.
   Without a ``ROTATION`` group the capture has no plates (N = 0): plate solving makes them
   from the points.
@@ -37,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rbmcap.errors import FormatError
+from rbmcap.errors import DataError, FormatError
 from rbmcap.io.capture import Capture
 
 POINT_UNITS = {"mm": 0.001, "cm": 0.01, "m": 1.0}
@@ -377,9 +380,14 @@ def _rotations(path: Path, c, scale: float, t: int):
     finite = np.isfinite(mats).all((-1, -2))
     safe = np.where(finite[..., None, None], mats, np.eye(4))
     r = safe[..., :3, :3]
-    ortho = np.abs(r @ np.swapaxes(r, -1, -2) - np.eye(3)).max((-1, -2)) < 1e-3
-    bottom = np.abs(safe[..., 3, :] - [0.0, 0.0, 0.0, 1.0]).max(-1) < 1e-6
-    rigid = ortho & (np.linalg.det(r) > 0) & bottom
-    valid = finite & rigid
+    valid = finite & (np.abs(r).max((-1, -2)) > 0)  # NaN or all-zero: not tracked then
+    safe[~valid] = np.eye(4)
     names = _labels(c["parameters"], "ROTATION", mats.shape[1])
+    bottom = np.abs(safe[..., 3, :] - [0.0, 0.0, 0.0, 1.0]).max(-1) < 1e-6
+    if not bottom.all():
+        i, k = (int(x[0]) for x in np.nonzero(~bottom))
+        raise DataError(
+            f"{path}: plate {names[k]!r}, frame {i}: ROTATION matrix with bottom row "
+            f"{safe[i, k, 3].tolist()}, expected [0, 0, 0, 1] (not a rigid transform)"
+        )
     return names, safe[..., :3, 3] * scale, r, valid

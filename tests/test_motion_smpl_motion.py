@@ -88,7 +88,23 @@ def test_same_motion_saves_to_identical_bytes_without_timestamps(tmp_path):
     assert a.read_bytes() == b.read_bytes()
     with zipfile.ZipFile(a) as zf:
         assert {info.date_time for info in zf.infolist()} == {(1980, 1, 1, 0, 0, 0)}
-    assert not list(tmp_path.glob(".*tmp"))  # no temporary file left behind
+    assert not list(tmp_path.glob(".*tmp*"))  # no temporary file left behind
+
+
+def test_a_failed_save_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    motion, _ = constant_velocity_motion(30.0, 0.5)
+    target = motion.save(tmp_path / "m.npz")
+    before = target.read_bytes()
+
+    def half_written(fh, **arrays):
+        fh.write(b"PK\x03\x04 half a zip")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "savez_compressed", half_written)
+    with pytest.raises(KeyboardInterrupt):
+        motion.save(target)
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz"]
 
 
 def test_slicing_keeps_frames_and_divides_fps_by_the_step():

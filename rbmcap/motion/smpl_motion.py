@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ import numpy as np
 import roma
 import torch
 
+from rbmcap.atomic import atomic_path
 from rbmcap.errors import DataError, location
 from rbmcap.motion.rotations import unitquat_slerp_pairwise
 from rbmcap.skeleton import SMPLH_TO_SMPL
@@ -168,21 +167,13 @@ class SMPLMotion:
         }
 
     def save(self, path: str | Path) -> Path:
-        """Write an AMASS-style ``.npz`` atomically (a temporary file, then a rename).
+        """Write an AMASS-style ``.npz`` atomically (:func:`rbmcap.atomic.atomic_path`).
 
         The bytes depend only on the motion (numpy's zip entries carry a fixed timestamp).
         """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez_compressed(fh, **self.to_npz_dict())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez_compressed(fh, **self.to_npz_dict())
+        return Path(path)
 
     @classmethod
     def load(cls, path: str | Path) -> SMPLMotion:

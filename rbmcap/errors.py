@@ -103,3 +103,14 @@ def location(
         head = parts[0] + ": " if parts[0] else ""
         return head + ", ".join(extra)
     return parts[0]
+
+
+def user_error(exc: BaseException) -> tuple[str, int] | None:
+    """``(one-line message, exit status)`` for an error a command reports without a traceback:
+    an :class:`RBMCapError`, or a ``FileNotFoundError`` (a named input that is not there, exit
+    3 as a :class:`FormatError`); None for anything else, which is a bug."""
+    if isinstance(exc, RBMCapError):
+        return str(exc), exc.exit_code
+    if isinstance(exc, FileNotFoundError):
+        return f"{exc.filename or exc}: no such file", EXIT_FORMAT
+    return None

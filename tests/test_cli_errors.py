@@ -56,3 +56,41 @@ def test_location_names_file_line_column_sequence_and_frame():
     assert errors.location("take.csv", 12) == "take.csv:12"
     assert errors.location("m.npz", sequence="walk", frame=7) == "m.npz: sequence 'walk', frame 7"
     assert errors.location(sequence=2, frame=0) == "sequence 2, frame 0"
+
+
+@pytest.mark.parametrize(
+    ("script", "make_input", "code"),
+    [
+        ("data_prep/synthesize.py", lambda d: f"motions={d / 'absent'}", errors.EXIT_FORMAT),
+        ("data_prep/synthesize.py", lambda d: _junk_motions(d), errors.EXIT_DATA),
+        ("train.py", lambda d: f"data=amass data.path={d / 'absent'}", errors.EXIT_DATA),
+    ],
+    ids=["synthesize-missing-folder", "synthesize-junk-motions", "train-missing-motions"],
+)
+def test_the_hydra_scripts_exit_with_the_errors_status_and_one_line(
+    tmp_path, script, make_input, code
+):
+    """The Hydra twins (data_prep/synthesize.py, train.py) report a user's mistake the way the
+    rbmcap command does: one line, the error's own exit status, no traceback."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "0"}
+    argv = [sys.executable, str(root / script), *make_input(tmp_path).split(),
+            f"hydra.run.dir={tmp_path / 'run'}"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == code, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()  # train.py logs its progress on stderr first
+    assert [line for line in lines if ": error: " in line] == lines[-1:], done.stderr
+    assert lines[-1].startswith(f"{Path(script).stem}: error: "), done.stderr
+
+
+def _junk_motions(folder):
+    motions = folder / "motions"
+    motions.mkdir()
+    (motions / "walk_poses.npz").write_bytes(b"not a zip")
+    return f"motions={motions}"

@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 
-from rbmcap.errors import EXIT_FORMAT, EXIT_INTERRUPTED, RBMCapError
+from rbmcap.errors import EXIT_INTERRUPTED, RBMCapError, user_error
 
 AREAS = ("body", "motion", "synth", "dataset", "baseline", "eval", "bench", "demo")
 """Command modules listed first, in this order; any other module of ``rbmcap.cli`` with a
@@ -58,12 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
     try:
         code = args.func(args)
-    except RBMCapError as exc:
-        print(f"rbmcap: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except FileNotFoundError as exc:
-        print(f"rbmcap: error: {exc.filename or exc}: no such file", file=sys.stderr)
-        return EXIT_FORMAT
+    except (RBMCapError, FileNotFoundError) as exc:
+        message, status = user_error(exc)
+        print(f"rbmcap: error: {message}", file=sys.stderr)
+        return status
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
         sys.stderr.close()
         return 141

@@ -177,3 +177,41 @@ def test_a_streamed_causal_gru_answers_as_offline_frame_by_frame(standin, overri
     got_trans = np.stack([t for _, t in streamed])
     np.testing.assert_allclose(got_rot, offline["rotmats"][0].numpy(), atol=1e-5, rtol=0)
     np.testing.assert_allclose(got_trans, offline["trans"][0].numpy(), atol=1e-5, rtol=0)
+
+
+def _whole_slices(graph) -> int:
+    big = 2**63 - 1
+    count = 0
+    for node in graph.nodes():
+        inputs = list(node.inputs())
+        if node.kind() == "aten::slice" and len(inputs) == 5:
+            start, end, step = (v.toIValue() if v.node().kind() == "prim::Constant" else "?"
+                                for v in inputs[2:])  # fmt: skip
+            count += start in (0, None) and end in (big, None) and step == 1
+    return count
+
+
+def test_slices_of_whole_dimensions_are_dropped_and_the_answer_kept():
+    from rbmcap.inference.stream import drop_whole_slices
+
+    def f(x):
+        return x[..., :2] * x[:, :, 1:3] + x[:, 1:2, :2]
+
+    x = torch.randn(3, 4, 5)
+    traced = torch.jit.trace(f, x)
+    before = _whole_slices(traced.graph)
+    assert before > 0
+    assert drop_whole_slices(traced.graph) == before
+    assert _whole_slices(traced.graph) == 0
+    slices = [n for n in traced.graph.nodes() if n.kind() == "aten::slice"]
+    assert len(slices) == 4  # :2 twice, 1:3, 1:2
+    assert torch.equal(traced(x), f(x))
+    assert torch.equal(traced(x + 1), f(x + 1))
+
+
+def test_the_streams_frame_step_runs_without_whole_slices(standin):
+    model = _module(standin, "causal_gru", "features=bones", "plate_fit.enabled=true").eval()
+    pos, rot, valid = _observations(2)
+    session = Predictor(model).stream()
+    session.push(pos[0], rot[0], valid[0])
+    assert _whole_slices(session._step.graph) == 0

@@ -5,9 +5,10 @@ run. What a frame costs on one CPU thread is mostly the count of tensor operatio
 hundred small ones), not arithmetic, so the recurrent path runs the whole frame (features,
 the GRU step, decoding with the running betas and the plate fit's running sums) as one
 TorchScript trace recorded on the first frame: the same operations on the same values (outputs
-are bit-identical to the eager ones), without Python between them: for the ``cpu_real_stream``
-configuration p50/p99 0.61/0.92 ms a frame on one thread against 1.16/1.72 ms eager
-(``rbmcap bench infer``, quiet machine). Other networks re-run on the last ``context`` frames.
+are bit-identical to the eager ones), without Python between them, frozen (constants folded)
+and without the trace's slices of whole dimensions (:func:`drop_whole_slices`: 79 of the ~320
+operations of the ``cpu_real_stream`` configuration's frame). Measured figures: docs/results.md
+(``rbmcap bench infer``). Other networks re-run on the last ``context`` frames.
 """
 
 from __future__ import annotations
@@ -75,7 +76,39 @@ def traced_step(model, pos, rot, valid, state, trace: bool = True):
     finally:
         for p, g in zip(model.parameters(), grads):
             p.requires_grad_(g)
+    traced = torch.jit.freeze(traced.eval())  # constant folding, dead code removed
+    drop_whole_slices(traced.graph)
     return traced, sums
+
+
+_WHOLE = (0, None)
+_TO_END = (2**63 - 1, None)
+
+
+def drop_whole_slices(graph) -> int:
+    """Remove from a TorchScript ``graph`` every ``aten::slice`` that keeps a whole dimension
+    (start 0, end the largest int, step 1): the trace records one per dimension an indexing
+    expression passes over (``x[..., :2]`` slices each leading dimension whole), a third of a
+    frame's operations, each an operator call that returns a view of its input. Uses of the
+    slice read the input instead (the same elements, through the same storage). Returns how
+    many were removed."""
+
+    def constant(value):
+        node = value.node()
+        return node.output().toIValue() if node.kind() == "prim::Constant" else "?"
+
+    removed = 0
+    for node in list(graph.nodes()):
+        inputs = list(node.inputs())
+        if node.kind() != "aten::slice" or len(inputs) != 5:  # not a list's slice
+            continue
+        source, _, start, end, step = inputs
+        if constant(start) in _WHOLE and constant(end) in _TO_END and constant(step) == 1:
+            node.output().replaceAllUsesWith(source)
+            node.destroy()
+            removed += 1
+    torch._C._jit_pass_dce(graph)
+    return removed
 
 
 class StreamSession:

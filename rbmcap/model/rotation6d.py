@@ -22,7 +22,7 @@ def matrix_to_rotation_6d(R: torch.Tensor) -> torch.Tensor:
     Returns:
         (..., 6): first column, then second column.
     """
-    return R[..., :, :2].transpose(-1, -2).reshape(*R.shape[:-2], 6)
+    return R[..., :, :2].transpose(-1, -2).flatten(-2)
 
 
 def rotation_6d_to_matrix(x: torch.Tensor) -> torch.Tensor:
@@ -37,5 +37,5 @@ def rotation_6d_to_matrix(x: torch.Tensor) -> torch.Tensor:
         second column lies in the plane of the two inputs.
     """
     # roma.special_gramschmidt takes the two vectors as the *columns* of a (..., 3, 2) matrix.
-    columns = x.reshape(*x.shape[:-1], 2, 3).transpose(-1, -2)
+    columns = x.unflatten(-1, (2, 3)).transpose(-1, -2)
     return roma.special_gramschmidt(columns)

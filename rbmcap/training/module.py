@@ -192,7 +192,7 @@ class RBMRegressor(L.LightningModule):
         :class:`~rbmcap.model.platefit.PlateFit`). With the plate fit, ``net_betas`` holds the
         network's own betas and ``fit_carry`` the sums up to the last frame.
         """
-        sixd = y[..., : 24 * 6].reshape(*y.shape[:-1], 24, 6) + self.identity_6d
+        sixd = y[..., : 24 * 6].unflatten(-1, (24, 6)) + self.identity_6d
         rots = rotation_6d_to_matrix(sixd.float())
         if self.global_rotations and ctx.prior is not None:
             rots = ctx.prior @ rots  # the network corrects the plates' bone estimates

@@ -105,6 +105,10 @@ def location(
     return parts[0]
 
 
+USER_ERRORS = (RBMCapError, FileNotFoundError)
+"""What a command reports as one line and an exit status (:func:`user_error`); catch these."""
+
+
 def user_error(exc: BaseException) -> tuple[str, int] | None:
     """``(one-line message, exit status)`` for an error a command reports without a traceback:
     an :class:`RBMCapError`, or a ``FileNotFoundError`` (a named input that is not there, exit

@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 
-from rbmcap.errors import EXIT_INTERRUPTED, RBMCapError, user_error
+from rbmcap.errors import EXIT_INTERRUPTED, USER_ERRORS, user_error
 
 AREAS = ("body", "motion", "synth", "dataset", "baseline", "eval", "bench", "demo")
 """Command modules listed first, in this order; any other module of ``rbmcap.cli`` with a
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
     try:
         code = args.func(args)
-    except (RBMCapError, FileNotFoundError) as exc:
+    except USER_ERRORS as exc:
         message, status = user_error(exc)
         print(f"rbmcap: error: {message}", file=sys.stderr)
         return status

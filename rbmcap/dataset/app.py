@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rbmcap.configfiles import HYDRA_CONFIG_MODULE
 from rbmcap.dataset.options import SynthOptions, hydra_node
-from rbmcap.errors import RBMCapError, user_error
+from rbmcap.errors import USER_ERRORS, user_error
 
 
 def register_configs() -> None:
@@ -70,7 +70,7 @@ def main(cfg: DictConfig) -> None:
     exit status (:mod:`rbmcap.errors`)."""
     try:
         info = synthesize(cfg, HydraConfig.get().runtime.output_dir)
-    except (RBMCapError, FileNotFoundError) as exc:
+    except USER_ERRORS as exc:
         message, status = user_error(exc)
         print(f"synthesize: error: {message}", file=sys.stderr)
         sys.exit(status)

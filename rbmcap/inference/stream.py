@@ -1,14 +1,15 @@
 """Live streams: one frame of plate observations in, that frame's SMPL pose out.
 
 A causal GRU keeps its recurrent state, so a frame costs the same however long the stream has
-run. What a frame costs on one CPU thread is mostly the count of tensor operations (a few
-hundred small ones), not arithmetic, so the recurrent path runs the whole frame (features,
-the GRU step, decoding with the running betas and the plate fit's running sums) as one
-TorchScript trace recorded on the first frame: the same operations on the same values (outputs
-are bit-identical to the eager ones), without Python between them, frozen (constants folded)
-and without the trace's slices of whole dimensions (:func:`drop_whole_slices`: 79 of the ~320
-operations of the ``cpu_real_stream`` configuration's frame). Measured figures: docs/results.md
-(``rbmcap bench infer``). Other networks re-run on the last ``context`` frames.
+run. What a frame costs on one CPU thread is the GRU's weights, read once a frame, and the count
+of tensor operations (a few hundred small ones) more than their arithmetic, so the recurrent
+path runs the whole frame (features, the GRU step, decoding with the running betas and the plate
+fit's running sums) as one TorchScript trace recorded on the first frame: the same operations on
+the same values (outputs are bit-identical to the eager ones), without Python between them,
+frozen (constants folded) and without the trace's slices of whole dimensions
+(:func:`drop_whole_slices`: 79 of the ~320 operations of the ``cpu_real_stream``
+configuration's frame). Measured figures: docs/results.md (``rbmcap bench infer``). Other
+networks re-run on the last ``context`` frames.
 """
 
 from __future__ import annotations
@@ -88,14 +89,13 @@ _TO_END = (2**63 - 1, None)
 def drop_whole_slices(graph) -> int:
     """Remove from a TorchScript ``graph`` every ``aten::slice`` that keeps a whole dimension
     (start 0, end the largest int, step 1): the trace records one per dimension an indexing
-    expression passes over (``x[..., :2]`` slices each leading dimension whole), a third of a
-    frame's operations, each an operator call that returns a view of its input. Uses of the
+    expression passes over (``x[..., :2]`` slices each leading dimension whole), a quarter of
+    a frame's operations, each an operator call that returns a view of its input. Uses of the
     slice read the input instead (the same elements, through the same storage). Returns how
     many were removed."""
 
     def constant(value):
-        node = value.node()
-        return node.output().toIValue() if node.kind() == "prim::Constant" else "?"
+        return value.toIValue() if value.node().kind() == "prim::Constant" else "?"
 
     removed = 0
     for node in list(graph.nodes()):

@@ -14,7 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from rbmcap.configfiles import HYDRA_CONFIG_MODULE
-from rbmcap.errors import RBMCapError, user_error
+from rbmcap.errors import USER_ERRORS, user_error
 
 
 @hydra.main(version_base="1.3", config_path=f"pkg://{HYDRA_CONFIG_MODULE}", config_name="train")
@@ -26,7 +26,7 @@ def main(cfg: DictConfig) -> None:
 
     try:
         result = train(cfg, HydraConfig.get().runtime.output_dir)
-    except (RBMCapError, FileNotFoundError) as exc:
+    except USER_ERRORS as exc:
         message, status = user_error(exc)
         print(f"train: error: {message}", file=sys.stderr)
         sys.exit(status)

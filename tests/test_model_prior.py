@@ -53,6 +53,36 @@ def test_plated_bones_and_pelvis_of_a_noise_free_stride(standin):
     assert float((pelvis - torch.from_numpy(obs.joints[:, 0])).norm(dim=-1).max()) < 0.015
 
 
+def test_anchored_prior_keeps_plates_and_pelvis_and_hands_the_rest_down(standin):
+    """``anchored`` features: the plated bones and the fitted pelvis as ``kinematic``, but spine1-2,
+    neck and collars copy their nearest estimated ancestor (no interpolation, no swing)."""
+    from rbmcap.model.features import FeatureEncoder
+
+    poses = torch.as_tensor(stride_pose(), dtype=torch.float32)[None].repeat(3, 1, 1)
+    trans = torch.tensor([[0.4, -0.3, 0.9]]).repeat(3, 1)
+    full, bone, pos, valid, _ = _observe(standin, poses, trans)
+    markers = load_marker_set("rbm14")
+    rest_pos, rest_rot, _ = plate_rest_frames(standin, markers)
+    desc = marker_description(markers)
+    joints = JointModel.from_body(standin).joint_template
+    enc = FeatureEncoder("anchored", desc["parents"], rest_rot, desc["joints"], rest_pos, joints)
+    want, want_pelvis = full(bone, pos, valid)
+    rots, pelvis = enc.prior(bone, pos, valid)
+    plated = [0, *sorted(full.carrier)]
+    assert torch.allclose(rots[:, plated], want[:, plated], atol=1e-6)
+    assert pelvis is not None and float((pelvis - want_pelvis).abs().max()) < 0.02
+    # spine1, spine2 copy the pelvis; neck and both collars copy the chest (spine3)
+    for joint, ancestor in ((3, 0), (6, 0), (12, 9), (13, 9), (14, 9)):
+        assert torch.equal(rots[:, joint], rots[:, ancestor]), joint
+    # ``kinematic`` interpolates the stride's bent spine (its neck and collars are nearly
+    # straight, so their swings are nearly copies)
+    for joint, ancestor in ((3, 0), (6, 0)):
+        assert not torch.allclose(want[:, joint], want[:, ancestor], atol=1e-3), joint
+    assert set(full.swing) == {6, 12, 13, 14} and not enc.prior.swing and not enc.prior.plan
+    assert enc.dim == FeatureEncoder("kinematic", desc["parents"], rest_rot, desc["joints"],
+                                     rest_pos, joints).dim  # fmt: skip
+
+
 def test_an_occluded_plate_keeps_its_relative_rotation_from_the_nearest_seen_frame():
     gen = torch.Generator().manual_seed(3)
     bone = roma.rotvec_to_rotmat(torch.randn(5, 2, 3, generator=gen))

@@ -68,6 +68,8 @@ class KinematicPrior(torch.nn.Module):
             are filled from the nearest frame where a plate was seen (see :attr:`fill`).
         interpolate: interpolate unplated torso joints between plated ones (False: they take
             their parent's rotation, as any other joint without a rule does).
+        swing: swing an unplated joint with a plated child towards that child (needs the rest
+            positions; False: it takes its parent's rotation).
         dtype: of the rest quantities (the observations' dtype).
     """
 
@@ -79,6 +81,7 @@ class KinematicPrior(torch.nn.Module):
         rest_joints=None,
         parents=None,
         interpolate: bool = True,
+        swing: bool = True,
         dtype: torch.dtype = torch.float32,
     ):
         super().__init__()
@@ -110,7 +113,7 @@ class KinematicPrior(torch.nn.Module):
             self.register_buffer("point_offset", rj[self.points] - rj[0], persistent=False)
             for j in range(1, 24):
                 kids = [c for c in range(24) if SMPL_PARENTS[c] == j and c in self.carrier]
-                if j not in self.carrier and kids:
+                if swing and j not in self.carrier and kids:
                     self.swing[j] = kids[0]
         levels, order = _tree_levels(self.carrier, self.swing, self.plan, rj)
         self.levels = torch.nn.ModuleList(levels)

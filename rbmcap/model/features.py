@@ -1,6 +1,6 @@
 """Input features: RBM observations → network inputs, and network outputs → world SMPL.
 
-Four encodings (design §6), chosen by config:
+Six encodings (design §6), chosen by config:
 
 - ``raw``: world positions and rotations (6D) of every plate.
 - ``paper``: positions relative to the root (chest) plate, orientations relative to the parent
@@ -19,6 +19,13 @@ Four encodings (design §6), chosen by config:
   spine, no pelvis position): a few batched operations per frame instead of a few hundred, for
   live streams, where a frame's cost is the count of operations (the plate fit of
   :mod:`rbmcap.model.platefit` places the body instead).
+- ``anchored``: between the two: as ``kinematic`` for the plated bones and the pelvis (fitted to
+  the hips and spine, and placed), while every unplated joint (spine1-2, neck, collars) starts
+  from its nearest estimated ancestor's rotation, as in ``bones``. ``kinematic``'s rules for those
+  joints (interpolated spine, swung neck and collars) are the procedural rig's own, so a network
+  trained mostly on procedural motion learns to leave them alone, and on real motion, whose rig
+  shares a turn differently between those joints, it keeps the procedural split; with
+  ``anchored`` it learns those joints from the plates everywhere (docs/results.md, "Which prior").
 
 Every encoding appends the validity mask per plate and zeroes a missing plate's features, so a
 missing marker is *masked*, never zeros posing as data; the reference is the root plate, so
@@ -41,8 +48,8 @@ from rbmcap.errors import ConfigError
 from rbmcap.model.prior import KinematicPrior
 from rbmcap.model.rotation6d import matrix_to_rotation_6d as matrix_to_6d
 
-FEATURE_KINDS = ("raw", "paper", "canonical", "kinematic", "bones")
-KINEMATIC_KINDS = ("kinematic", "bones")
+FEATURE_KINDS = ("raw", "paper", "canonical", "kinematic", "bones", "anchored")
+KINEMATIC_KINDS = ("kinematic", "bones", "anchored")
 """Kinds whose features and prior start from each plate's bone rotation."""
 
 
@@ -134,14 +141,15 @@ class FeatureEncoder(torch.nn.Module):
         self.has_prior = kind in KINEMATIC_KINDS and marker_joints is not None
         self.prior = None
         if self.has_prior:
-            full = kind == "kinematic"
+            placed = kind != "bones"  # the pelvis fitted and placed
             self.prior = KinematicPrior(
                 marker_joints,
                 self.root,
-                plate_rest_pos if full else None,
-                rest_joints if full else None,
+                plate_rest_pos if placed else None,
+                rest_joints if placed else None,
                 parents=self.parents,
-                interpolate=full,
+                interpolate=kind == "kinematic",
+                swing=kind == "kinematic",
             )
         self.prior_features = 9 if self.has_prior and self.prior.has_position else 0
 
@@ -149,9 +157,9 @@ class FeatureEncoder(torch.nn.Module):
     def dim(self) -> int:
         """Feature size per frame."""
         n = self.num_markers
-        per_marker = {"raw": 10, "paper": 10, "canonical": 10, "kinematic": 16, "bones": 16}
-        extra = {"raw": 0, "paper": 9, "canonical": 1, "kinematic": 1, "bones": 1}[self.kind]
-        return n * per_marker[self.kind] + extra + self.prior_features
+        per_marker = 16 if self.kind in KINEMATIC_KINDS else 10
+        extra = 9 if self.kind == "paper" else 0 if self.kind == "raw" else 1
+        return n * per_marker + extra + self.prior_features
 
     @property
     def predicts_in_heading_frame(self) -> bool:

@@ -66,7 +66,7 @@ class RBMRegressor(L.LightningModule):
             None; with it the kinematic prior also places the pelvis.
         joint_template, joint_shapedirs: the body's joint model (see :class:`JointModel`).
         body_id: identity of the body the data was made with.
-        features: one of 'raw', 'paper', 'canonical', 'kinematic'.
+        features: one of :data:`rbmcap.model.features.FEATURE_KINDS`.
         rotations: what the network's 24 rotations mean: 'global' (each bone's rotation in the
             feature frame, turned into local rotations through the tree: no error accumulates
             down the chain, and a plate's bone estimate is a direct answer) or 'local'.

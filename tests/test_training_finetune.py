@@ -45,13 +45,21 @@ def test_the_fine_tuning_experiment_always_has_a_start():
     assert _compose("experiment=cpu_real_ft", "init_from=x.ckpt").init_from == "x.ckpt"
 
 
-def test_init_from_resolves_a_shipped_model(standin):
+def test_init_from_resolves_a_shipped_model(standin, caplog):
     cfg = _compose("experiment=cpu_real")
     model = build_model(cfg, standin, configured_markers(cfg))
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    load_initial_weights(model, "standin-rbm14")
+    with caplog.at_level("WARNING", logger="rbmcap.train"):
+        load_initial_weights(model, "standin-rbm14")
     changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
     assert len(changed) > 10
+    # the shipped model reads anchored features, cpu_real kinematic ones: the run says so
+    assert "trained on anchored features; this run uses kinematic" in caplog.text
+    caplog.clear()
+    cfg = _compose("experiment=cpu_real_anchored")
+    with caplog.at_level("WARNING", logger="rbmcap.train"):
+        load_initial_weights(build_model(cfg, standin, configured_markers(cfg)), cfg.init_from)
+    assert "features" not in caplog.text
 
 
 def test_oversampled_sequences_repeat_their_windows(tiny_dataset):

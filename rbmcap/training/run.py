@@ -93,7 +93,12 @@ def load_initial_weights(model, spec: str | Path) -> None:
     name, e.g. ``standin-rbm14``) to fine-tune it; the optimiser and schedule start afresh.
     ConfigError when the architectures differ (the configuration must build the same network)."""
     path = resolve_checkpoint(spec)
-    state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    state = saved["state_dict"]
+    was = saved.get("hyper_parameters", {}).get("features")
+    if was and was != model.hparams.get("features"):
+        log.warning("init_from=%s was trained on %s features; this run uses %s (the network "
+                    "relearns what differs)", spec, was, model.hparams.get("features"))  # fmt: skip
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as exc:

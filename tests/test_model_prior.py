@@ -19,12 +19,21 @@ from rbmcap.skeleton import SMPL_PARENTS
 from rbmcap.training.run import marker_description, plate_rest_frames
 
 
-def _observe(standin, poses, trans):
+def _rest(standin):
+    """The rbm14 set's description, plate rest positions and rotations, and rest joints."""
     markers = load_marker_set("rbm14")
-    obs = Synthesizer(standin, markers, "none")(poses.numpy(), trans=trans.numpy())
     rest_pos, rest_rot, _ = plate_rest_frames(standin, markers)
-    desc = marker_description(markers)
-    joints = JointModel.from_body(standin).joint_template
+    return (
+        marker_description(markers),
+        rest_pos,
+        rest_rot,
+        JointModel.from_body(standin).joint_template,
+    )
+
+
+def _observe(standin, poses, trans):
+    obs = Synthesizer(standin, "rbm14", "none")(poses.numpy(), trans=trans.numpy())
+    desc, rest_pos, rest_rot, joints = _rest(standin)
     prior = KinematicPrior(desc["joints"], desc["parents"].index(-1), rest_pos, joints,
                            parents=desc["parents"])  # fmt: skip
     bone = torch.from_numpy(obs.rot) @ rest_rot.transpose(-1, -2)
@@ -61,10 +70,7 @@ def test_anchored_prior_keeps_plates_and_pelvis_and_hands_the_rest_down(standin)
     poses = torch.as_tensor(stride_pose(), dtype=torch.float32)[None].repeat(3, 1, 1)
     trans = torch.tensor([[0.4, -0.3, 0.9]]).repeat(3, 1)
     full, bone, pos, valid, _ = _observe(standin, poses, trans)
-    markers = load_marker_set("rbm14")
-    rest_pos, rest_rot, _ = plate_rest_frames(standin, markers)
-    desc = marker_description(markers)
-    joints = JointModel.from_body(standin).joint_template
+    desc, rest_pos, rest_rot, joints = _rest(standin)
     enc = FeatureEncoder("anchored", desc["parents"], rest_rot, desc["joints"], rest_pos, joints)
     want, want_pelvis = full(bone, pos, valid)
     rots, pelvis = enc.prior(bone, pos, valid)

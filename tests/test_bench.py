@@ -34,11 +34,11 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
     "infer": (
         {"model", "features", "frames", "stream_model", "stream_features", "stream_recurrent",
          "stream_plate_fit",
-         "stream_context_frames", "stream_threads"},
+         "stream_context_frames", "stream_threads", "stream_backend"},
         {"batch_frames_per_second", "batch_ms_per_frame", "stream_latency_ms_p50",
          "stream_latency_ms_p99", "stream_latency_ms_p50_1thread",
          "stream_latency_ms_p99_1thread", "stream_frames_timed",
-         "stream_untraced_latency_ms_p50_1thread", "stream_kinematic_latency_ms_p99_1thread"},
+         "stream_eager_latency_ms_p50_1thread", "stream_kinematic_latency_ms_p99_1thread"},
     ),
     "baseline": (
         {"model", "markers", "frames", "iterations", "mpjpe_mm", "curve"},

@@ -3,14 +3,15 @@
 Whole-sequence prediction (chunked, batch of windows) of the default (offline) model in frames
 per second, and the causal model's streaming latency (one new frame in, that frame's answer out,
 batch 1) as p50/p99 milliseconds, on all of torch's threads and on one (a live stream usually
-gets one core). The causal model is ``experiment=cpu_real_stream``'s (a causal GRU on ``bones``
-features with the plate fit, run through a traced frame step, see
-:mod:`rbmcap.inference.stream`); on one thread it is also timed without the trace, and with the
-full ``kinematic`` features (the prior that fits the pelvis and swings the collars: a few
-hundred more operations per frame). ``quick`` (smoke tests): 240 frames and 10 latencies.
-Weights do not change the cost, so untrained models are timed unless ``ckpt`` is given (then
-that checkpoint is timed for both; a non-recurrent network streams by re-running a 60-frame
-context, 30 in ``quick``).
+gets one core). The causal model is the shipped ``standin-rbm14-stream`` (a causal GRU on
+``bones`` features with the plate fit, see :mod:`rbmcap.inference.stream`), run by the
+``compiled`` backend (``stream_backend``; compiled once, then cached, see
+:mod:`rbmcap.inference.compiled`). On one thread it is also timed through the TorchScript trace,
+eagerly, and traced with the full ``kinematic`` features (untrained: the prior that fits the
+pelvis and swings the collars, a few hundred more operations per frame). ``quick`` (smoke
+tests): 240 frames, 10 latencies, the trace instead of the compiled step. ``ckpt`` times that
+checkpoint for both (a non-recurrent network streams by re-running a 60-frame context, 30 in
+``quick``).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import time
 import numpy as np
 import torch
 
+STREAM_CHECKPOINT = "standin-rbm14-stream"
+"""The causal model timed unless a checkpoint is given."""
 STREAM_EXPERIMENT = "cpu_real_stream"
-"""The experiment (``conf/experiment``) whose causal model's stream is timed without a
-checkpoint."""
+"""The experiment (``conf/experiment``) of the untrained ``kinematic`` comparison."""
 
 
 def network_predictor(ckpt: str | None = None, overrides: tuple[str, ...] = ()):
@@ -60,10 +62,12 @@ def sample_observations(frames: int, seed: int = 0):
     return obs, poses, trans, motion.betas
 
 
-def stream_latencies(predictor, obs, context: int, measured: int, trace: bool = True) -> np.ndarray:
-    """Milliseconds per :meth:`StreamSession.push` for ``measured`` frames, after ``context``
-    frames that fill a window (or warm a recurrent state)."""
-    session = predictor.stream(context=context, trace=trace)
+def stream_latencies(
+    predictor, obs, context: int, measured: int, backend: str = "trace"
+) -> np.ndarray:
+    """Milliseconds per :meth:`StreamSession.push` (``backend``) for ``measured`` frames, after
+    ``context`` frames that fill a window (or warm a recurrent state)."""
+    session = predictor.stream(context=context, backend=backend)
     latencies = []
     for i in range(context + measured):
         t0 = time.perf_counter()
@@ -82,19 +86,15 @@ def run(quick: bool = False, ckpt: str | None = None) -> dict:
     start = time.perf_counter()
     predictor.predict(*args)
     batch_s = time.perf_counter() - start
-    stream_cfg = (f"experiment={STREAM_EXPERIMENT}",)
-    streamer = predictor if ckpt else network_predictor(overrides=stream_cfg)
-    context, measured = (30, 10) if quick else (60, 300)
+    streamer = network_predictor(ckpt or STREAM_CHECKPOINT)
+    context, measured = (30, 10) if quick else (60, 1000)
+    backend = "trace" if quick else "compiled"
     threads = torch.get_num_threads()
-    all_threads = stream_latencies(streamer, obs, context, measured)
-    extra = {}
+    all_threads = stream_latencies(streamer, obs, context, measured, backend)
     torch.set_num_threads(1)
     try:
-        one_thread = stream_latencies(streamer, obs, context, measured)
-        if not ckpt:
-            extra["untraced"] = stream_latencies(streamer, obs, context, measured, trace=False)
-            full = network_predictor(overrides=(*stream_cfg, "features=kinematic"))
-            extra["kinematic"] = stream_latencies(full, obs, context, measured)
+        one_thread = stream_latencies(streamer, obs, context, measured, backend)
+        extra = _one_thread_comparisons(streamer, obs, context, measured, quick, ckpt)
     finally:
         torch.set_num_threads(threads)
     model = streamer.model
@@ -105,18 +105,30 @@ def run(quick: bool = False, ckpt: str | None = None) -> dict:
         "batch_frames_per_second": frames / batch_s,
         "batch_ms_per_frame": 1e3 * batch_s / frames,
         "stream_model": model.hparams["network"]["name"],
+        "stream_hidden": model.hparams["network"].get("hidden_dim"),
         "stream_features": model.hparams["features"],
         "stream_plate_fit": getattr(model, "plate_fit", None) is not None,
         "stream_recurrent": hasattr(model.net, "step") and model.is_causal,
+        "stream_backend": backend,
         "stream_context_frames": context,
         "stream_frames_timed": measured,
         "stream_threads": threads,
-        "stream_latency_ms_p50": float(np.percentile(all_threads, 50)),
-        "stream_latency_ms_p99": float(np.percentile(all_threads, 99)),
-        "stream_latency_ms_p50_1thread": float(np.percentile(one_thread, 50)),
-        "stream_latency_ms_p99_1thread": float(np.percentile(one_thread, 99)),
     }
-    for name, lat in extra.items():
-        for q in (50, 99):
+    for q in (50, 99):
+        result[f"stream_latency_ms_p{q}"] = float(np.percentile(all_threads, q))
+        result[f"stream_latency_ms_p{q}_1thread"] = float(np.percentile(one_thread, q))
+        for name, lat in extra.items():
             result[f"stream_{name}_latency_ms_p{q}_1thread"] = float(np.percentile(lat, q))
     return result
+
+
+def _one_thread_comparisons(streamer, obs, context, measured, quick, ckpt) -> dict:
+    """The same stream through the trace (unless it was the timed backend) and eagerly, and
+    (without ``ckpt``) an untrained causal GRU on the full ``kinematic`` features, traced."""
+    extra = {} if quick else {"traced": stream_latencies(streamer, obs, context, measured)}
+    extra["eager"] = stream_latencies(streamer, obs, context, measured, "eager")
+    if not ckpt:
+        overrides = (f"experiment={STREAM_EXPERIMENT}", "features=kinematic")
+        full = network_predictor(overrides=overrides)
+        extra["kinematic"] = stream_latencies(full, obs, context, measured)
+    return extra

@@ -8,8 +8,10 @@ fit's running sums) as one TorchScript trace recorded on the first frame: the sa
 the same values (outputs are bit-identical to the eager ones), without Python between them,
 frozen (constants folded) and without the trace's slices of whole dimensions
 (:func:`drop_whole_slices`: 79 of the ~320 operations of the ``cpu_real_stream``
-configuration's frame). Measured figures: docs/results.md (``rbmcap bench infer``). Other
-networks re-run on the last ``context`` frames.
+configuration's frame). The ``compiled`` backend goes further: the same step exported and
+compiled ahead of time into native code (:mod:`rbmcap.inference.compiled`; about a minute once per
+model, then cached), with no interpreter between the operations. Measured figures:
+docs/results.md (``rbmcap bench infer``). Other networks re-run on the last ``context`` frames.
 """
 
 from __future__ import annotations
@@ -19,6 +21,15 @@ import warnings
 
 import numpy as np
 import torch
+
+from rbmcap.errors import ConfigError
+from rbmcap.inference.compiled import compiled_step, frozen
+
+BACKENDS = ("eager", "trace", "compiled")
+"""How a recurrent stream runs its frame step: the Python modules as they are, a TorchScript
+trace (the default: recorded on the first frame, in milliseconds), or compiled ahead of time
+(:mod:`rbmcap.inference.compiled`: the fastest, a minute's compile once per model and a C++
+compiler)."""
 
 
 class FrameStep(torch.nn.Module):
@@ -50,11 +61,11 @@ class FrameStep(torch.nn.Module):
         return out["rotmats"][0, -1], out["trans"][0, -1], state, betas_sum, fit_h, fit_g
 
 
-def traced_step(model, pos, rot, valid, state, trace: bool = True):
-    """:class:`FrameStep` traced on one frame (``torch.jit.trace``; the model's parameters
-    are frozen into it as constants, so they must not require grad while tracing), or the
-    plain step (``trace`` False), and the zero running sums to start it with (betas_sum,
-    fit_h, fit_g)."""
+def traced_step(model, pos, rot, valid, state, backend: str = "trace"):
+    """:class:`FrameStep` of ``model`` for one of :data:`BACKENDS` (``trace``:
+    ``torch.jit.trace`` on this frame, frozen, the model's parameters as constants; ``compiled``:
+    :func:`~rbmcap.inference.compiled.compiled_step`; ``eager``: the plain step), and the zero
+    running sums to start it with (betas_sum, fit_h, fit_g)."""
     step = FrameStep(model)
     nb = model.num_betas
     fit = getattr(model, "plate_fit", None)
@@ -64,19 +75,15 @@ def traced_step(model, pos, rot, valid, state, trace: bool = True):
         torch.zeros(1, 1, nf, nf),
         torch.zeros(1, 1, nf),
     )  # betas_sum, fit_h, fit_g
-    if not trace:
+    if backend == "eager":
         return step, sums
     frames = torch.ones((), dtype=torch.float64)
     example = (pos, rot, valid, state, sums[0], frames, *sums[1:])
-    grads = [p.requires_grad for p in model.parameters()]
-    try:
-        model.requires_grad_(False)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # TracerWarnings about Python values in shapes
-            traced = torch.jit.trace(step, example, check_trace=False)
-    finally:
-        for p, g in zip(model.parameters(), grads):
-            p.requires_grad_(g)
+    if backend == "compiled":
+        return compiled_step(step, model, example), sums
+    with frozen(model), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TracerWarnings about Python values in shapes
+        traced = torch.jit.trace(step, example, check_trace=False)
     traced = torch.jit.freeze(traced.eval())  # constant folding, dead code removed
     drop_whole_slices(traced.graph)
     return traced, sums
@@ -114,21 +121,38 @@ def drop_whole_slices(graph) -> int:
 class StreamSession:
     """Feed frames one at a time with :meth:`push`; each call returns that frame's answer.
 
-    A causal GRU keeps its recurrent state (constant cost per frame) through a traced
-    :class:`FrameStep`; other networks re-run on the last ``context`` frames (a non-causal
-    network then sees no future frames, so its answer for the newest frame is that of a
-    window's last frame).
+    A causal GRU keeps its recurrent state (constant cost per frame) through a
+    :class:`FrameStep` run by ``backend`` (one of :data:`BACKENDS`; ``compiled`` compiles when the
+    session starts); other networks re-run on the last ``context`` frames (a non-causal network
+    then sees no future frames, so its answer for the newest frame is that of a window's last
+    frame), whatever the backend.
     """
 
-    def __init__(self, predictor, context: int, trace: bool = True) -> None:
+    def __init__(self, predictor, context: int, backend: str = "trace") -> None:
+        if backend not in BACKENDS:
+            raise ConfigError(f"unknown stream backend {backend!r}; expected one of {BACKENDS}")
         self.p = predictor
-        self.trace = trace
+        self.backend = backend
         self.context = int(context)
         self.buffer: collections.deque = collections.deque(maxlen=self.context)
         self.recurrent = hasattr(predictor.model.net, "step") and predictor.model.is_causal
         self.frames = 0
         self._step = None
         self._carry: tuple = ()
+        if self.recurrent and backend == "compiled":
+            self._start(*self._first_frame())
+
+    def _first_frame(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A frame to build the step on before any arrives: every plate seen, at rest."""
+        n, dev = self.p.num_markers, self.p.device
+        rot = torch.eye(3, device=dev).expand(n, 3, 3).contiguous()
+        return torch.zeros(n, 3, device=dev), rot, torch.ones(n, dtype=torch.bool, device=dev)
+
+    def _start(self, pos, rot, valid) -> None:
+        state = self.p.model.net.initial_state(1, device=pos.device, dtype=pos.dtype)
+        with torch.inference_mode(False), torch.no_grad():
+            self._step, sums = traced_step(self.p.model, pos, rot, valid, state, self.backend)
+        self._carry = (state, *sums)
 
     @torch.inference_mode()
     def push(self, pos, rot, valid) -> tuple[np.ndarray, np.ndarray]:
@@ -147,10 +171,7 @@ class StreamSession:
             out = model(*window)
             return out["rotmats"][0, -1].cpu().numpy(), out["trans"][0, -1].cpu().numpy()
         if self._step is None:
-            state = model.net.initial_state(1, device=pos.device, dtype=pos.dtype)
-            with torch.inference_mode(False), torch.no_grad():
-                self._step, sums = traced_step(model, pos, rot, valid, state, self.trace)
-            self._carry = (state, *sums)
+            self._start(pos, rot, valid)
         self.frames += 1
         state, betas_sum, fit_h, fit_g = self._carry
         frames = torch.tensor(float(self.frames), dtype=torch.float64)

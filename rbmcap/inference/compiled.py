@@ -1,0 +1,102 @@
+"""A stream's frame step compiled ahead of time into native code, cached on disk.
+
+On one CPU thread a traced frame step pays the TorchScript interpreter for each of its ~200
+small operations (features, the GRU step, decoding, the plate fit), a few microseconds apiece:
+most of a frame's time, however small the network. ``torch.export`` captures the same step
+(:class:`~rbmcap.inference.stream.FrameStep`, the same operations on the same values) and
+AOTInductor compiles it into one shared library whose generated C++ fuses the elementwise work
+and calls the matrix products directly, with no interpreter and no Python between operations.
+Figures: docs/results.md (``rbmcap bench infer``).
+
+Compiling takes about a minute and needs a C++ compiler (what ``torch.compile`` uses on the
+CPU), so the package is cached under :func:`rbmcap.paths.cache_dir` (``stream/KEY.pt2``), keyed
+by the exported program (its graph, weights and constants), the torch version and the machine:
+the same model streams again at once, and a change to the model or to rbmcap's code that
+changes the step compiles anew.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import platform
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import torch
+
+from rbmcap.errors import ModelError
+
+log = logging.getLogger("rbmcap.stream")
+
+
+@contextlib.contextmanager
+def frozen(model) -> Iterator[None]:
+    """Parameters not requiring grad inside the block (a trace or an export then records them as
+    constants), restored after."""
+    grads = [p.requires_grad for p in model.parameters()]
+    try:
+        model.requires_grad_(False)
+        yield
+    finally:
+        for p, g in zip(model.parameters(), grads):
+            p.requires_grad_(g)
+
+
+def compiled_step(step: torch.nn.Module, model, example: tuple) -> Callable:
+    """``step`` (a :class:`~rbmcap.inference.stream.FrameStep` of ``model``) compiled for
+    inputs shaped as ``example`` (its call's tensors), loaded from the cache or compiled into it.
+
+    Returns a callable taking the same tensors and returning the step's outputs (a list).
+    Raises :class:`ModelError` when the step cannot be exported or compiled (no C++ compiler).
+    """
+    try:
+        with torch.inference_mode(False), torch.no_grad(), frozen(model):
+            program = torch.export.export(step, example, strict=False)
+    except Exception as exc:  # export's failures have no common base class
+        raise ModelError(f"the stream step cannot be exported for compiling: {_line(exc)}") from exc
+    path = package_path(program)
+    if not path.exists():
+        _compile(program, path)
+    try:
+        return torch._inductor.aoti_load_package(str(path))
+    except Exception as exc:
+        message = f"{path}: the compiled stream step cannot be loaded: {_line(exc)}"
+        raise ModelError(message) from exc
+
+
+def package_path(program) -> Path:
+    """Where the compiled package of an exported ``program`` is cached."""
+    from rbmcap.paths import cache_dir
+
+    digest = hashlib.sha256()
+    for text in (torch.__version__, platform.machine(), str(program.graph_module.code)):
+        digest.update(text.encode())
+    tensors = {**program.state_dict, **program.constants}
+    for name in sorted(tensors):
+        value = tensors[name]
+        digest.update(name.encode())
+        if isinstance(value, torch.Tensor):
+            digest.update(str((value.dtype, tuple(value.shape))).encode())
+            digest.update(value.detach().contiguous().cpu().numpy().tobytes())
+    return cache_dir() / "stream" / f"{digest.hexdigest()[:32]}.pt2"
+
+
+def _compile(program, path: Path) -> None:
+    """Compile ``program`` into ``path`` (atomically: a killed compile leaves no package)."""
+    from rbmcap.atomic import atomic_path
+
+    log.warning("compiling the stream step ahead of time (about a minute, once per model)")
+    try:
+        with atomic_path(path) as tmp:
+            torch._inductor.aoti_compile_and_package(program, package_path=str(tmp))
+    except Exception as exc:  # the compiler's failures (none installed, …) have no common base
+        raise ModelError(
+            f"compiling the stream step failed (it needs a C++ compiler): {_line(exc)}"
+        ) from exc
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

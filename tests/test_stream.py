@@ -215,3 +215,20 @@ def test_the_streams_frame_step_runs_without_whole_slices(standin):
     session = Predictor(model).stream()
     session.push(pos[0], rot[0], valid[0])
     assert _whole_slices(session._step.graph) == 0
+
+
+def test_a_malformed_streamed_frame_is_one_data_error_line(standin):
+    from rbmcap.errors import DataError
+
+    model = _module(standin, "causal_gru", "features=bones", "plate_fit.enabled=true").eval()
+    session = Predictor(model).stream()
+    pos, rot, valid = _observations(1)
+    with pytest.raises(DataError) as err:
+        session.push(pos[0, :13], rot[0], valid[0])
+    assert str(err.value) == (
+        "a streamed frame's pos (13, 3), rot (14, 3, 3), valid (14,): expected (14, 3), "
+        "(14, 3, 3), (14,) for marker set 'rbm14'"
+    )
+    assert session.frames == 0
+    session.push(pos[0], rot[0], valid[0])  # the session still streams
+    assert session.frames == 1

@@ -60,10 +60,16 @@ def compiled_step(step: torch.nn.Module, model, example: tuple) -> Callable:
     if not path.exists():
         _compile(program, path)
     try:
-        return torch._inductor.aoti_load_package(str(path))
+        package = torch._inductor.aoti_load_package(str(path))
     except Exception as exc:
         message = f"{path}: the compiled stream step cannot be loaded: {_line(exc)}"
         raise ModelError(message) from exc
+    loader = getattr(package, "loader", None)
+    if loader is None:
+        return package
+    # The step's inputs and outputs are flat tensors, so the package's own call (which flattens
+    # and rebuilds them as trees, ~50 µs) is skipped for its loader's.
+    return lambda *tensors: loader.run(list(tensors))
 
 
 def package_path(program) -> Path:

@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 import torch
 
-from rbmcap.errors import ConfigError
+from rbmcap.errors import ConfigError, DataError
 from rbmcap.inference.compiled import compiled_step, frozen
 
 BACKENDS = ("eager", "trace", "compiled")
@@ -139,6 +139,7 @@ class StreamSession:
         self.frames = 0
         self._step = None
         self._carry: tuple = ()
+        self._count = torch.zeros((), dtype=torch.float64)  # frames so far, as the step reads it
         if self.recurrent and backend == "compiled":
             self._start(*self._first_frame())
 
@@ -160,21 +161,34 @@ class StreamSession:
 
         Returns (rotmats (24, 3, 3) local, joint 0 global; trans (3,) m) for that frame.
         """
-        pos, rot, valid = self.p._check(np.asarray(pos)[None], np.asarray(rot)[None],
-                                        np.asarray(valid)[None])  # fmt: skip
-        dev = self.p.device
-        pos, rot, valid = pos[0].to(dev), rot[0].to(dev), valid[0].to(dev)
-        model = self.p.model
+        pos, rot, valid = self._tensors(pos, rot, valid)
         if not self.recurrent:
             self.buffer.append((pos, rot, valid))
             window = [torch.stack(v)[None] for v in zip(*self.buffer)]
-            out = model(*window)
+            out = self.p.model(*window)
             return out["rotmats"][0, -1].cpu().numpy(), out["trans"][0, -1].cpu().numpy()
         if self._step is None:
             self._start(pos, rot, valid)
         self.frames += 1
+        self._count += 1.0  # in place: a new scalar tensor a frame costs more than the add
         state, betas_sum, fit_h, fit_g = self._carry
-        frames = torch.tensor(float(self.frames), dtype=torch.float64)
-        rotmats, trans, *carry = self._step(pos, rot, valid, state, betas_sum, frames, fit_h, fit_g)
+        rotmats, trans, *carry = self._step(pos, rot, valid, state, betas_sum, self._count,
+                                            fit_h, fit_g)  # fmt: skip
         self._carry = tuple(carry)
         return rotmats.cpu().numpy(), trans.cpu().numpy()
+
+    def _tensors(self, pos, rot, valid) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One frame's arrays as tensors on the model's device (copies: the caller may reuse its
+        buffers), or DataError when they are not shaped (N, 3), (N, 3, 3), (N,)."""
+        n = self.p.num_markers
+        pos = np.array(pos, dtype=np.float32)
+        rot = np.array(rot, dtype=np.float32)
+        valid = np.array(valid, dtype=bool)
+        if pos.shape != (n, 3) or rot.shape != (n, 3, 3) or valid.shape != (n,):
+            raise DataError(
+                f"a streamed frame's pos {pos.shape}, rot {rot.shape}, valid {valid.shape}: "
+                f"expected ({n}, 3), ({n}, 3, 3), ({n},) for marker set {self.p.marker_set!r}"
+            )
+        dev = self.p.device
+        tensors = (torch.from_numpy(pos), torch.from_numpy(rot), torch.from_numpy(valid))
+        return tensors if dev.type == "cpu" else tuple(t.to(dev) for t in tensors)

@@ -128,3 +128,14 @@ def test_the_network_decodes_through_the_fit_and_falls_back_without_plates(stand
     pelvis_fit = out["trans"][0, 5] + rest(out["betas"][0, 5])[0]
     pelvis_net = plain["trans"][0, 5] + rest(plain["betas"][0, 5])[0]
     torch.testing.assert_close(pelvis_fit, pelvis_net, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("weight", [0.0, -0.01, float("nan")])
+def test_the_fit_refuses_a_ridge_that_leaves_its_equations_unsolvable(standin, weight):
+    """Without a positive pull to the network's betas, a frame with too few plates seen has no
+    unique fit (its solve is not checked)."""
+    from rbmcap.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="plate_fit.prior_weight must be > 0"):
+        _module(standin, "causal_gru", "features=bones", "plate_fit.enabled=true",
+                f"plate_fit.prior_weight={weight}")  # fmt: skip

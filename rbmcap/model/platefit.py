@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import torch
 
+from rbmcap.errors import ConfigError
 from rbmcap.skeleton import SMPL_PARENTS
 
 
@@ -96,6 +97,8 @@ class PlateFit(torch.nn.Module):
         self.register_buffer("incidence", incidence, persistent=False)
         self.register_buffer("root_rest", rest[:, None, 0].float(), persistent=False)
         self.num_betas = nb
+        if not float(prior_weight) > 0:  # the normal equations need the ridge to be solvable
+            raise ConfigError(f"plate_fit.prior_weight must be > 0, got {prior_weight!r}")
         self.prior_weight = float(prior_weight)
 
     def design(self, global_rots: torch.Tensor) -> torch.Tensor:
@@ -129,7 +132,10 @@ class PlateFit(torch.nn.Module):
         prior = betas_prior[..., : self.num_betas]
         eye = torch.eye(self.num_betas, dtype=h.dtype, device=h.device)
         rhs = (g + self.prior_weight * prior)[..., None]
-        betas = torch.linalg.solve(h + self.prior_weight * eye, rhs)[..., 0]
+        # h + λI is symmetric positive definite (λ > 0), so the solve cannot fail: its check
+        # (a synchronising call, and a second library call in a compiled stream) is skipped.
+        lhs = h + self.prior_weight * eye
+        betas = torch.linalg.solve_ex(lhs, rhs, check_errors=False)[0][..., 0]
         placed = a_mean[..., 0, :] + (betas[..., None, :] @ a_mean[..., 1:, :])[..., 0, :]
         carry = (h[..., -1:, :, :], g[..., -1:, :])
         return PlateFitResult(betas, p_mean - placed, valid.any(-1), carry)

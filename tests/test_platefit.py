@@ -136,6 +136,6 @@ def test_the_fit_refuses_a_ridge_that_leaves_its_equations_unsolvable(standin, w
     unique fit (its solve is not checked)."""
     from rbmcap.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="plate_fit.prior_weight must be > 0"):
+    with pytest.raises(ConfigError, match=r"plate_fit\.prior_weight must be > 0"):
         _module(standin, "causal_gru", "features=bones", "plate_fit.enabled=true",
                 f"plate_fit.prior_weight={weight}")  # fmt: skip

@@ -63,7 +63,8 @@ def test_a_failed_compile_is_one_model_error_and_leaves_no_package(standin, monk
     with pytest.raises(ModelError) as err:
         Predictor(_stream_model(standin)).stream(backend="compiled")
     message = str(err.value)
-    assert message.startswith("compiling the stream step failed (it needs a C++ compiler)")
+    assert message.startswith(f"compiling the stream step into {tmp_path / 'stream'}")
+    assert "failed (it needs a C++ compiler and a writable cache" in message
     assert "CppCompileError" in message and "\n" not in message
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
@@ -94,3 +95,4 @@ def test_a_compiled_stream_answers_as_offline_and_compiles_once(standin, monkeyp
     again = Predictor(model).stream(backend="compiled")
     rotmats, trans = again.push(pos[0], rot[0], valid[0])
     np.testing.assert_allclose(rotmats, streamed[0][0], atol=1e-6, rtol=0)
+    np.testing.assert_allclose(trans, streamed[0][1], atol=1e-6, rtol=0)

@@ -99,7 +99,8 @@ def _compile(program, path: Path) -> None:
             torch._inductor.aoti_compile_and_package(program, package_path=str(tmp))
     except Exception as exc:  # the compiler's failures (none installed, …) have no common base
         raise ModelError(
-            f"compiling the stream step failed (it needs a C++ compiler): {_line(exc)}"
+            f"compiling the stream step into {path} failed (it needs a C++ compiler and a "
+            f"writable cache, see RBMCAP_CACHE): {_line(exc)}"
         ) from exc
 
 

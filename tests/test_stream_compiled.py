@@ -30,9 +30,9 @@ def _stream_model(standin, seed: int = 3):
 def _program(model):
     session = Predictor(model).stream()
     example = (*session._first_frame(), model.net.initial_state(1))
-    from rbmcap.inference.stream import traced_step
+    from rbmcap.inference.stream import frame_step
 
-    _, sums = traced_step(model, *example, backend="eager")
+    _, sums = frame_step(model, *example, backend="eager")
     args = (*example, sums[0], torch.ones((), dtype=torch.float64), *sums[1:])
     with torch.no_grad(), compiled.frozen(model):
         return torch.export.export(FrameStep(model), args, strict=False)

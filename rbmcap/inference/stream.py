@@ -61,7 +61,7 @@ class FrameStep(torch.nn.Module):
         return out["rotmats"][0, -1], out["trans"][0, -1], state, betas_sum, fit_h, fit_g
 
 
-def traced_step(model, pos, rot, valid, state, backend: str = "trace"):
+def frame_step(model, pos, rot, valid, state, backend: str = "trace"):
     """:class:`FrameStep` of ``model`` for one of :data:`BACKENDS` (``trace``:
     ``torch.jit.trace`` on this frame, frozen, the model's parameters as constants; ``compiled``:
     :func:`~rbmcap.inference.compiled.compiled_step`; ``eager``: the plain step), and the zero
@@ -152,7 +152,7 @@ class StreamSession:
     def _start(self, pos, rot, valid) -> None:
         state = self.p.model.net.initial_state(1, device=pos.device, dtype=pos.dtype)
         with torch.inference_mode(False), torch.no_grad():
-            self._step, sums = traced_step(self.p.model, pos, rot, valid, state, self.backend)
+            self._step, sums = frame_step(self.p.model, pos, rot, valid, state, self.backend)
         self._carry = (state, *sums)
 
     @torch.inference_mode()

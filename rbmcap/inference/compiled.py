@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import logging
 import platform
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -95,13 +96,30 @@ def _compile(program, path: Path) -> None:
 
     log.warning("compiling the stream step ahead of time (about a minute, once per model)")
     try:
-        with atomic_path(path) as tmp:
+        with atomic_path(path) as tmp, _quiet("torch._inductor"):
             torch._inductor.aoti_compile_and_package(program, package_path=str(tmp))
     except Exception as exc:  # the compiler's failures (none installed, …) have no common base
         raise ModelError(
             f"compiling the stream step into {path} failed (it needs a C++ compiler and a "
             f"writable cache, see RBMCAP_CACHE): {_line(exc)}"
         ) from exc
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Logger ``name`` (and its children) silent below errors, and torch's deprecation warnings
+    off, inside the block: the compiler warns about library calls it leaves to the runtime and
+    about its own internals, which says nothing to the user."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def _line(exc: BaseException) -> str:

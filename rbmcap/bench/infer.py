@@ -86,7 +86,7 @@ def run(quick: bool = False, ckpt: str | None = None) -> dict:
     start = time.perf_counter()
     predictor.predict(*args)
     batch_s = time.perf_counter() - start
-    streamer = network_predictor(ckpt or STREAM_CHECKPOINT)
+    streamer = predictor if ckpt else network_predictor(STREAM_CHECKPOINT)
     context, measured = (30, 10) if quick else (60, 1000)
     backend = "trace" if quick else "compiled"
     threads = torch.get_num_threads()

@@ -136,12 +136,16 @@ class StreamSession:
         self.context = int(context)
         self.buffer: collections.deque = collections.deque(maxlen=self.context)
         self.recurrent = hasattr(predictor.model.net, "step") and predictor.model.is_causal
-        self.frames = 0
         self._step = None
         self._carry: tuple = ()
         self._count = torch.zeros((), dtype=torch.float64)  # frames so far, as the step reads it
         if self.recurrent and backend == "compiled":
             self._start(*self._first_frame())
+
+    @property
+    def frames(self) -> int:
+        """Frames a recurrent model has streamed so far."""
+        return int(self._count)
 
     def _first_frame(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A frame to build the step on before any arrives: every plate seen, at rest."""
@@ -169,7 +173,6 @@ class StreamSession:
             return out["rotmats"][0, -1].cpu().numpy(), out["trans"][0, -1].cpu().numpy()
         if self._step is None:
             self._start(pos, rot, valid)
-        self.frames += 1
         self._count += 1.0  # in place: a new scalar tensor a frame costs more than the add
         state, betas_sum, fit_h, fit_g = self._carry
         rotmats, trans, *carry = self._step(pos, rot, valid, state, betas_sum, self._count,

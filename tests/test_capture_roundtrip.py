@@ -139,7 +139,6 @@ def test_import_calibrate_infer_stays_within_1_5x_of_clean_plates(
     f, options = _write(layout, variant, session, tmp_path)
     capture = import_capture(f, options)
     calib = calibrate(capture, session.synth, betas=session.betas)
-    assert calib.frames[1] <= 120  # the T-pose was found in the first 2 s
     full = _mpjpe_mm(session.body, predictor.predict_capture(capture, calib), session)
     report = (f"{layout}/{variant}: calibrated {full:.1f} mm, "
               f"offset-free plates {clean_mpjpe:.1f} mm "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from rbmcap.io.capture import Capture
 from rbmcap.io.plates import (
     PlateDefinition,
     estimate_local,
+    frame_from_points,
     load_plate_definitions,
     save_plate_definitions,
     solve_plates,
@@ -197,3 +199,163 @@ def test_optitrack_rigid_body_agrees_with_the_pose_solved_from_its_markers(tmp_p
     print(f"OptiTrack: max {dist_mm.max():.4f} mm, {ang.max():.4f} deg")
     assert dist_mm.max() < 0.5
     assert ang.max() < 0.2
+
+
+# ----------------------------------------------------------------- frame plates (model outputs)
+FRAME_NAMES = ["SEGO", "SEGA", "SEGL"]
+
+
+def _frame_capture(t: int = 50, seed: int = 1) -> tuple:
+    """Points of a frame plate following :func:`_motion`: the origin, a point 0.4 m along x and
+    a point 0.25 m along y plus 0.1 m along x (so that Gram–Schmidt has work to do)."""
+    rot, pos = _motion(t, seed)
+    local = np.array([[0.0, 0.0, 0.0], [0.4, 0.0, 0.0], [0.1, 0.25, 0.0]])
+    pts = np.einsum("tij,kj->tki", rot, local) + pos[:, None]
+    cap = Capture(fps=100.0, names=[], pos=np.zeros((t, 0, 3)), rot=np.zeros((t, 0, 3, 3)),
+                  valid=np.zeros((t, 0), bool), point_names=FRAME_NAMES, points=pts,
+                  point_valid=np.ones((t, 3), bool), source="model.c3d")  # fmt: skip
+    return cap, rot, pos
+
+
+def test_frame_from_points_recovers_a_known_rotation_exactly():
+    rot, pos = _motion(200, seed=3)
+    x = pos + 0.3 * rot[..., 0]
+    y = pos + 0.2 * rot[..., 1] - 0.15 * rot[..., 0]  # not orthogonal to x
+    r, ok = frame_from_points(pos, x, y)
+    assert ok.all()
+    np.testing.assert_allclose(r, rot, atol=1e-12)
+
+
+def test_frame_plate_takes_its_pose_from_the_points():
+    cap, rot, pos = _frame_capture()
+    out = solve_plates(cap, {"seg": PlateDefinition.from_frame("seg", *FRAME_NAMES)})
+    assert out.names == ["seg"] and out.valid[:, 0].all()
+    np.testing.assert_allclose(out.rot[:, 0], rot, atol=2e-6)  # float32 points
+    np.testing.assert_allclose(out.pos[:, 0], pos, atol=1e-6)
+    np.testing.assert_allclose(np.linalg.det(out.rot[:, 0].astype(np.float64)), 1.0, atol=1e-6)
+    assert np.isnan(out.residual_mm).all()  # the pose came from the file
+
+
+def test_frame_plate_is_invalid_where_a_point_is_missing_or_the_axes_degenerate():
+    cap, rot, _ = _frame_capture(t=12)
+    pts, vis = cap.points.astype(np.float64), cap.point_valid.copy()
+    vis[0, 0] = vis[1, 1] = vis[2, 2] = False  # each point missing once
+    pts[3, 1] = pts[3, 0]  # x on the origin: zero-length axis
+    pts[4, 2] = pts[4, 0]  # y on the origin
+    pts[5, 2] = pts[5, 0] + 2.0 * (pts[5, 1] - pts[5, 0])  # y along x
+    pts[6, 2] = pts[6, 0] + (pts[6, 1] - pts[6, 0]) + 1e-5 * rot[6, :, 1]  # nearly along x
+    cap = replace(cap, points=pts, point_valid=vis)
+    out = solve_plates(cap, {"seg": PlateDefinition.from_frame("seg", *FRAME_NAMES)})
+    expected = np.ones(12, bool)
+    expected[:7] = False
+    np.testing.assert_array_equal(out.valid[:, 0], expected)
+    np.testing.assert_array_equal(out.rot[~expected, 0], np.tile(np.eye(3), (7, 1, 1)))
+    np.testing.assert_array_equal(out.pos[~expected, 0], 0.0)
+    np.testing.assert_allclose(out.rot[7:, 0], rot[7:], atol=2e-6)
+
+
+def test_frame_plates_round_trip_through_the_plates_yaml(tmp_path: Path):
+    defs = {"seg": PlateDefinition.from_frame("seg", *FRAME_NAMES),
+            "box": PlateDefinition("box", tuple(NAMES), LOCAL)}  # fmt: skip
+    path = save_plate_definitions(tmp_path / "plates.yaml", defs)
+    assert "seg:\n  frame: {origin: SEGO, x: SEGA, y: SEGL}\n" in path.read_text()
+    back = load_plate_definitions(path)
+    assert list(back) == ["seg", "box"]
+    assert back["seg"] == defs["seg"] and back["seg"].markers == tuple(FRAME_NAMES)
+    np.testing.assert_allclose(back["box"].local, LOCAL, atol=1e-6)
+    assert back["box"].frame is None
+
+
+@pytest.mark.parametrize(
+    "body, needle",
+    [
+        ("box: {markers: [a, b, c], frame: {origin: a, x: b, y: c}}\n", "not both"),
+        ("box: {frame: {origin: a, x: b, y: c}, local: {a: [0, 0, 0]}}\n", "not both"),
+        ("box: {frame: {origin: a, x: b}}\n", "origin: NAME, x: NAME, y: NAME"),
+        ("box: {frame: [a, b, c]}\n", "origin: NAME, x: NAME, y: NAME"),
+        ("box: {frame: {origin: a, x: b, z: c}}\n", "origin: NAME, x: NAME, y: NAME"),
+        ("box: {frame: {origin: a, x: [b], y: c}}\n", "frame.x: .* is not a point name"),
+        ("box: {frame: {origin: a, x: b, y: null}}\n", "frame.y: .* is not a point name"),
+        ("box: {frame: {origin: a, x: a, y: c}}\n", "three different points"),
+        ("box: {frame: {origin: a, x: b, y: c}, colour: red}\n", "unknown keys"),
+    ],
+)
+def test_a_bad_frame_entry_is_one_config_error_naming_file_and_plate(tmp_path, body, needle):
+    path = tmp_path / "plates.yaml"
+    path.write_text(body)
+    with pytest.raises(ConfigError, match=needle) as info:
+        load_plate_definitions(path)
+    message = str(info.value)
+    assert str(path) in message and "'box'" in message and "\n" not in message
+
+
+def test_the_shipped_plug_in_gait_definition_gives_every_rbm14_plate_a_segment_frame():
+    from rbmcap.markers.markerset import load_marker_set
+
+    defs = load_plate_definitions("plug-in-gait")
+    assert list(defs) == list(load_marker_set("rbm14").names)
+    limbs = {"upper_arm": "HU", "forearm": "RA", "hand": "HN", "thigh": "FE", "shin": "TI",
+             "foot": "FO"}  # fmt: skip
+    segment = {"head": "HED", "chest": "TRX"} | {
+        f"{side}_{limb}": side[0].upper() + seg for side in ("left", "right")
+        for limb, seg in limbs.items()
+    }  # fmt: skip
+    assert {n: d.frame for n, d in defs.items()} == {
+        n: (f"{s}O", f"{s}A", f"{s}L") for n, s in segment.items()
+    }
+    assert all(d.local is None for d in defs.values())
+
+
+def test_an_unknown_plates_name_is_one_config_error_listing_the_shipped_names():
+    with pytest.raises(ConfigError, match=r"unknown plate definition 'plug-in-gate'.*plug-in-gait"):
+        load_plate_definitions("plug-in-gate")
+
+
+def test_a_shipped_definition_is_never_written_back(tmp_path, monkeypatch):
+    """A shipped cluster plate without local coordinates is refused, not estimated into the
+    package (here a stand-in package configuration folder)."""
+    import rbmcap.configfiles
+    import rbmcap.io.plates
+
+    (tmp_path / "plates").mkdir()
+    shipped = tmp_path / "plates" / "cluster.yaml"
+    shipped.write_text("box: {markers: [box:a, box:b, box:c, box:d]}\n")
+    monkeypatch.setattr(rbmcap.configfiles, "conf_dir", lambda: tmp_path)
+    monkeypatch.setattr(rbmcap.io.plates, "conf_dir", lambda: tmp_path)
+    cap, *_ = _cluster_capture(t=50)
+    with pytest.raises(ConfigError, match="no local coordinates; copy the file"):
+        rbmcap.io.plates.plates_from_points(cap, "cluster")
+    assert shipped.read_text() == "box: {markers: [box:a, box:b, box:c, box:d]}\n"
+
+
+PIG = Path(__file__).resolve().parents[2] / "shared/data/pig"
+
+
+@pytest.mark.skipif(
+    not PIG.is_dir(), reason="the Plug-in Gait samples (../shared/data/pig) are absent"
+)
+def test_plug_in_gait_static_imports_as_rbm14_plates_on_the_segment_frames():
+    """The one-frame static of a real Plug-in Gait session: every plate valid, a proper rotation
+    whose z axis points to the segment's P point, at its O point (m, Z up); joint centres kept."""
+    from rbmcap.io.importer import ImportOptions, import_capture
+
+    cap = import_capture(PIG / "PiG_Calibration-FlatFoot-One.c3d",
+                         ImportOptions(plates="plug-in-gait", markers="rbm14"))  # fmt: skip
+    defs = load_plate_definitions("plug-in-gait")
+    assert cap.names == list(defs) and cap.num_frames == 1 and cap.valid.all()
+    assert np.isnan(cap.residual_mm).all() and "LFEO" in cap.point_names
+    rot = cap.rot[0].astype(np.float64)
+    np.testing.assert_allclose(np.linalg.det(rot), 1.0, atol=1e-6)
+    point = {n: cap.points[0, i].astype(np.float64) for i, n in enumerate(cap.point_names)}
+    for j, d in enumerate(defs.values()):
+        origin = d.frame[0]
+        np.testing.assert_allclose(cap.pos[0, j], point[origin], atol=1e-7)
+        to_p = point[origin[:3] + "P"] - point[origin]
+        assert rot[j, :, 2] @ to_p / np.linalg.norm(to_p) > 0.9999  # (A, L, P) is right-handed
+    pos = {n: cap.pos[0, j] for j, n in enumerate(cap.names)}
+    assert 1.55 < pos["head"][2] < 1.8
+    assert pos["left_foot"][2] < 0.12 and pos["right_foot"][2] < 0.12
+    left = point["LASI"] - point["RASI"]  # toward the subject's left
+    side = {n: (p - pos["chest"]) @ left / np.linalg.norm(left) for n, p in pos.items()}
+    assert all(side[n] > 0.05 for n in side if n.startswith("left_")), side
+    assert all(side[n] < -0.05 for n in side if n.startswith("right_")), side

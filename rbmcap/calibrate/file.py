@@ -3,10 +3,12 @@
 Schema (fixed, so files move between tools and people)::
 
     betas: [0.12, -0.40, ...]      # the subject's shape
-    frames: [12, 132]              # the T-pose window used: array positions [a, b), half-open
+    frames: [[0], [12, 40, 131]]   # the frames used, per capture (array positions)
+    captures: [static.npz, walk.npz]   # optional: the captures, in the order of ``frames``
     alignment: {rotation: [rx, ry, rz], translation_m: [x, y, z]}   # virtual -> capture world
     plates:
-      left_shin: {rotation_offset: [rx, ry, rz], position_offset_m: [x, y, z]}
+      left_shin: {rotation_offset: [rx, ry, rz], position_offset_m: [x, y, z],
+                  residual_mm: 4.1, residual_deg: 1.2}      # residuals optional (diagnostics)
 
 Rotations are rotation vectors in radians; offsets are in the plate's (virtual) frame:
 ``R_phys = R_virt · R_off`` and ``p_phys = p_virt + R_virt · t_off``.
@@ -25,11 +27,16 @@ from rbmcap.configfiles import MAX_MAGNITUDE, finite_vector, read_yaml, short_re
 from rbmcap.errors import ConfigError, FormatError
 
 HEADER = (
-    "# rbmcap calibration (design §8). frames: array positions [a, b) of the T-pose window.\n"
+    "# rbmcap calibration. frames: the frames fitted, per capture (array positions).\n"
     "# Rotations: rotation vectors (radians). Offsets in the plate frame:\n"
-    "#   R_phys = R_virt R_off, p_phys = p_virt + R_virt t_off. alignment: virtual -> world.\n"
+    "#   R_phys = R_virt R_off, p_phys = p_virt + R_virt t_off. alignment: the virtual body's\n"
+    "#   root (rest pose, upright) -> capture world at the first frame fitted.\n"
+    "# residual_mm / residual_deg: mean plate residual over the frames fitted.\n"
 )
 KEYS = ("betas", "frames", "alignment", "plates")
+OPTIONAL_KEYS = ("captures",)
+PLATE_KEYS = ("rotation_offset", "position_offset_m")
+PLATE_OPTIONAL = ("residual_mm", "residual_deg")
 MAX_FRAME = 2.0**53
 """Largest frame position accepted (every integer up to it is exact in a float64)."""
 
@@ -41,6 +48,8 @@ class PlateOffset:
 
     rotation: np.ndarray
     position: np.ndarray
+    residual_mm: float | None = None
+    residual_deg: float | None = None
 
 
 @dataclass(eq=False)
@@ -49,17 +58,23 @@ class Calibration:
 
     Attributes:
         betas: (B,) the subject's shape.
-        frames: (a, b) the T-pose window, array positions, half-open.
+        frames: per capture, the frame indices (array positions) the fit used.
         rotation: (3,) rotation vector and translation: (3,) metres of the alignment that maps
-            the virtual T-pose (zero pose, canonical Z-up frame) into the capture world.
+            the virtual rest pose (upright, canonical Z-up frame) into the capture world at the
+            first frame used.
         plates: plate name -> :class:`PlateOffset`, in the marker set's order.
+        captures: the captures' names, in the order of ``frames`` (may be empty).
+        report: the fit's diagnostics (:class:`rbmcap.calibrate.report.CalibrationReport`), or
+            None for a calibration read from a file.
     """
 
     betas: np.ndarray
-    frames: tuple[int, int]
+    frames: list[list[int]]
     rotation: np.ndarray
     translation: np.ndarray
     plates: dict[str, PlateOffset] = field(default_factory=dict)
+    captures: list[str] = field(default_factory=list)
+    report: object = None
 
     def to_dict(self) -> dict:
         """The YAML content (plain lists and floats)."""
@@ -67,15 +82,23 @@ class Calibration:
         def f(x) -> list[float]:
             return [float(v) for v in np.asarray(x).reshape(-1)]
 
-        return {
+        def plate(o: PlateOffset) -> dict:
+            out = {"rotation_offset": f(o.rotation), "position_offset_m": f(o.position)}
+            for key in PLATE_OPTIONAL:
+                value = getattr(o, key)
+                if value is not None and np.isfinite(value):
+                    out[key] = round(float(value), 3)
+            return out
+
+        data = {
             "betas": f(self.betas),
-            "frames": [int(self.frames[0]), int(self.frames[1])],
-            "alignment": {"rotation": f(self.rotation), "translation_m": f(self.translation)},
-            "plates": {
-                name: {"rotation_offset": f(o.rotation), "position_offset_m": f(o.position)}
-                for name, o in self.plates.items()
-            },
+            "frames": [[int(i) for i in fr] for fr in self.frames],
         }
+        if self.captures:
+            data["captures"] = [str(c) for c in self.captures]
+        data["alignment"] = {"rotation": f(self.rotation), "translation_m": f(self.translation)}
+        data["plates"] = {name: plate(o) for name, o in self.plates.items()}
+        return data
 
     def save(self, path: str | Path) -> Path:
         """Write the YAML file atomically."""
@@ -104,7 +127,7 @@ def from_dict(data, where: str = "calibration") -> Calibration:
     """A :class:`Calibration` from the YAML content; ConfigError naming ``where`` and the key."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping with keys {', '.join(KEYS)}")
-    unknown = [k for k in data if k not in KEYS]
+    unknown = [k for k in data if k not in KEYS + OPTIONAL_KEYS]
     if unknown:
         raise ConfigError(
             f"{where}: unknown key {short_repr(unknown[0])}; expected {', '.join(KEYS)}"
@@ -112,11 +135,11 @@ def from_dict(data, where: str = "calibration") -> Calibration:
     for key in KEYS:
         if key not in data:
             raise ConfigError(f"{where}: missing key {key!r}")
-    frames = _vector(data["frames"], 2, where, "frames", bound=MAX_FRAME)
-    if frames[0] != int(frames[0]) or frames[1] != int(frames[1]) or not 0 <= frames[0] < frames[1]:
-        raise ConfigError(
-            f"{where}: frames: expected two integers 0 ≤ a < b, got {short_repr(data['frames'])}"
-        )
+    frames = _frames(data["frames"], where)
+    captures = data.get("captures") or []
+    if not isinstance(captures, list) or not all(isinstance(c, str) for c in captures):
+        raise ConfigError(f"{where}: captures: expected a list of names, got "
+                          f"{short_repr(captures)}")  # fmt: skip
     align = _mapping(data["alignment"], ("rotation", "translation_m"), where, "alignment")
     plates = _mapping(data["plates"], None, where, "plates")
     offsets = {}
@@ -124,27 +147,49 @@ def from_dict(data, where: str = "calibration") -> Calibration:
         if isinstance(name, (bool, list, dict)) or name is None or name == "":
             raise ConfigError(f"{where}: plates: {short_repr(name)} is not a plate name")
         key = f"plates.{name}"
-        e = _mapping(entry, ("rotation_offset", "position_offset_m"), where, key)
+        e = _mapping(entry, PLATE_KEYS, where, key, optional=PLATE_OPTIONAL)
+        diag = {k: float(_vector([e[k]], 1, where, f"{key}.{k}")[0]) for k in PLATE_OPTIONAL
+                if k in e}  # fmt: skip
         offsets[str(name)] = PlateOffset(
             _vector(e["rotation_offset"], 3, where, f"{key}.rotation_offset"),
             _vector(e["position_offset_m"], 3, where, f"{key}.position_offset_m"),
+            **diag,
         )
     return Calibration(
         betas=_vector(data["betas"], None, where, "betas"),
-        frames=(int(frames[0]), int(frames[1])),
+        frames=frames,
         rotation=_vector(align["rotation"], 3, where, "alignment.rotation"),
         translation=_vector(align["translation_m"], 3, where, "alignment.translation_m"),
         plates=offsets,
+        captures=list(captures),
     )
 
 
-def _mapping(value, keys, where: str, key: str) -> dict:
+def _frames(value, where: str) -> list[list[int]]:
+    """``frames``: a list per capture of frame indices (a flat list: one capture)."""
+    bad = ConfigError(
+        f"{where}: frames: expected a list per capture of frame indices (integers ≥ 0), got "
+        f"{short_repr(value)}"
+    )
+    if not isinstance(value, list) or not value:
+        raise bad
+    groups = value if all(isinstance(v, list) for v in value) else [value]
+    out = []
+    for group in groups:
+        arr = finite_vector(group, None, MAX_FRAME) if group else np.zeros(0)
+        if arr is None or (arr != np.round(arr)).any() or (arr < 0).any():
+            raise bad
+        out.append([int(i) for i in arr])
+    return out
+
+
+def _mapping(value, keys, where: str, key: str, optional=()) -> dict:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: {key}: expected a mapping, got {short_repr(value)}")
     for k in keys or ():
         if k not in value:
             raise ConfigError(f"{where}: {key}: missing key {k!r}")
-    extra = [k for k in value if k not in keys] if keys else []
+    extra = [k for k in value if k not in keys and k not in optional] if keys else []
     if extra:
         raise ConfigError(f"{where}: {key}: unknown key {short_repr(extra[0])}")
     return value

@@ -1,4 +1,4 @@
-"""``rbmcap calibrate`` as one library call: read the inputs, calibrate, write, summarise."""
+"""``rbmcap calibrate`` as one library call: read the inputs, calibrate, check, write, summarise."""
 
 from __future__ import annotations
 
@@ -7,22 +7,30 @@ from pathlib import Path
 import numpy as np
 
 from rbmcap.calibrate.file import Calibration
-from rbmcap.calibrate.fit import calibrate
 from rbmcap.errors import ConfigError, DataError, FormatError
 
 
-def parse_frames(text: str | None) -> tuple[int, int] | None:
-    """``"a:b"`` → (a, b) (array positions, half-open); None stays None; ConfigError otherwise."""
-    if text is None:
+def parse_frames(text: str | None):
+    """One capture's ``--frames``: None, ``auto`` or ``all`` → None (chosen); ``a:b`` → (a, b)
+    (chosen within, half-open; ``a:`` to the end); ``i,j,k`` → explicit frame indices."""
+    if text is None or str(text).strip() in ("auto", "all", ":"):
         return None
-    parts = str(text).split(":")
+    text = str(text).strip()
+    bad = ConfigError(f"--frames {text!r}: expected auto, a:b (0 <= a < b) or i,j,k (integers)")
     try:
-        a, b = (int(p) for p in parts)
+        if ":" in text:
+            a, _, b = text.partition(":")
+            lo = int(a) if a else 0
+            hi = int(b) if b else None
+            if lo < 0 or (hi is not None and hi <= lo):
+                raise bad
+            return (lo, hi)
+        idx = [int(p) for p in text.split(",")]
     except ValueError:
-        raise ConfigError(f"--frames {text!r}: expected a:b, two integers with a < b") from None
-    if not 0 <= a < b:
-        raise ConfigError(f"--frames {text!r}: expected 0 <= a < b")
-    return a, b
+        raise bad from None
+    if not idx or min(idx) < 0:
+        raise bad
+    return idx
 
 
 def load_betas(path: str | Path) -> np.ndarray:
@@ -55,29 +63,63 @@ def load_betas(path: str | Path) -> np.ndarray:
 
 
 def calibrate_file(
-    capture_path, out, *, markers: str = "rbm14", frames: str | None = None,
-    betas: str | None = None, body: str = "standin",
+    capture_paths, out, *, markers: str = "rbm14", frames: list[str] | None = None,
+    betas: str | None = None, body: str = "standin", prior: str | None = None,
+    check: bool = True, tpose: bool = False,
 ) -> tuple[Calibration, dict]:  # fmt: skip
-    """Calibrate the capture file ``capture_path`` and write ``out`` (YAML, atomically).
+    """Calibrate the capture files ``capture_paths`` (one session) and write ``out`` (YAML,
+    atomically; nothing is written when the fit is refused).
 
-    Returns the calibration and a JSON-ready summary: ``frames`` [a, b), ``fps``, ``betas``,
-    ``betas_given``, ``alignment`` (degrees, millimetres) and per plate ``rotation_offset_deg``
-    (angle), ``rotation_offset_rotvec_deg`` and ``position_offset_mm`` (vector and norm).
+    Args:
+        capture_paths: one path or several (a static, a take, ...).
+        frames: per capture a ``--frames`` text (see :func:`parse_frames`), or None.
+        betas: an ``.npz`` with the subject's ``betas`` (held), or None to fit them.
+        prior: a pose prior ``.npz`` (default: the shipped one).
+        check: also fit every frame of the takes with the calibration held and report residuals
+            and slips (``report.takes``).
+        tpose: the quick T-pose calibration (one capture starting with a T-pose).
+
+    Returns the calibration and a JSON-ready summary (:func:`summary`).
     """
+    from rbmcap.baseline.prior import load_pose_prior
     from rbmcap.body import load_body_model
+    from rbmcap.calibrate.fit import calibrate, session_captures
+    from rbmcap.calibrate.takes import check_takes
+    from rbmcap.calibrate.tposefit import calibrate_tpose
     from rbmcap.io.capture import Capture
     from rbmcap.markers.synth import Synthesizer
 
-    window = parse_frames(frames)
+    paths = [capture_paths] if isinstance(capture_paths, (str, Path)) else list(capture_paths)
+    specs = [parse_frames(f) for f in (frames or [])]
+    if specs and len(specs) != len(paths):
+        raise ConfigError(f"{len(specs)} --frames for {len(paths)} captures: give one per capture")
     given = load_betas(betas) if betas is not None else None
-    capture = Capture.load(capture_path)
+    captures = [Capture.load(p) for p in paths]
+    specs = [_to_end(s, c.num_frames) for s, c in zip(specs or [None] * len(paths), captures)]
     synth = Synthesizer(load_body_model(body), markers)
-    calib = calibrate(capture, synth, frames=window, betas=given)
+    pose_prior = load_pose_prior(prior) if prior is not None else None
+    if tpose:
+        if len(captures) != 1:
+            raise ConfigError("--tpose calibrates on one capture")
+        window = specs[0] if isinstance(specs[0], tuple) else None
+        calib = calibrate_tpose(captures[0], synth, frames=window, betas=given)
+    else:
+        calib = calibrate(captures, synth, frames=specs, betas=given, prior=pose_prior)
+        if check:
+            caps = session_captures(captures, list(synth.markers.names), synth.markers.name)
+            calib.report.takes = check_takes(calib, caps, synth, prior=pose_prior)
     calib.save(out)
-    return calib, summary(calib, capture.fps, given is not None)
+    return calib, summary(calib, given is not None)
 
 
-def summary(calib: Calibration, fps: float, betas_given: bool) -> dict:
+def _to_end(spec, num: int):
+    """``(a, None)`` → ``(a, num)``; anything else unchanged."""
+    if isinstance(spec, tuple) and spec[1] is None:
+        return (spec[0], num)
+    return spec
+
+
+def summary(calib: Calibration, betas_given: bool) -> dict:
     """The JSON summary of :func:`calibrate_file` (angles in degrees, lengths in millimetres)."""
 
     def r(x, scale=1.0) -> list[float]:
@@ -94,8 +136,8 @@ def summary(calib: Calibration, fps: float, betas_given: bool) -> dict:
         for n, o in calib.plates.items()
     }
     return {
-        "frames": [int(calib.frames[0]), int(calib.frames[1])],
-        "seconds": [round(calib.frames[0] / fps, 3), round(calib.frames[1] / fps, 3)],
+        "frames": [len(f) for f in calib.frames],
+        "captures": list(calib.captures),
         "betas": r(calib.betas),
         "betas_given": betas_given,
         "alignment": {
@@ -103,4 +145,5 @@ def summary(calib: Calibration, fps: float, betas_given: bool) -> dict:
             "translation_mm": r(calib.translation, mm),
         },
         "plates": plates,
+        "report": None if calib.report is None else calib.report.to_dict(),
     }

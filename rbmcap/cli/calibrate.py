@@ -1,4 +1,4 @@
-"""``rbmcap calibrate``: T-pose calibration of a capture file (design §8)."""
+"""``rbmcap calibrate``: fit the physical plates of a session's captures to the virtual ones."""
 
 from __future__ import annotations
 
@@ -9,19 +9,28 @@ import json
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "calibrate",
-        help="calibrate the physical plates of a capture on its T-pose",
+        help="calibrate the physical plates of a session (a static of any pose and/or motion)",
         description=(
-            "Find the T-pose (the stillest 1 s window in the first 10 s, or --frames), estimate "
-            "the subject's shape (unless --betas), the alignment of the virtual T-pose and each "
-            "plate's rotation and position offset; write them as a calibration YAML."
+            "Fit the subject's shape (unless --betas), the pose of chosen frames and each "
+            "plate's constant rotation and position offset over frames of one or more captures "
+            "of a session (a static of any pose and length, and/or motion); check the result "
+            "over the whole takes; write a calibration YAML. Nothing is written when the fit "
+            "is implausible."
         ),
     )
-    p.add_argument("capture", help="capture file (.npz, from `rbmcap import`)")
+    p.add_argument("captures", nargs="+", help="capture files (.npz, from `rbmcap import`)")
     p.add_argument("--out", required=True, help="calibration YAML to write")
     p.add_argument("--markers", default="rbm14", help="marker set name or YAML path")
     p.add_argument("--body", default="standin", help="'standin' or a model file/folder")
-    p.add_argument("--frames", default=None, help="a:b, the T-pose frames [a, b) (0-based)")
+    p.add_argument("--frames", action="append", default=None, metavar="SPEC",
+                   help="frames of one capture (repeat once per capture, in order): auto "
+                   "(chosen for variety), a:b (chosen within [a, b)) or i,j,k")  # fmt: skip
     p.add_argument("--betas", default=None, help=".npz with a 'betas' array: the shape is given")
+    p.add_argument("--prior", default=None, help="pose prior .npz (default: the shipped one)")
+    p.add_argument("--no-check", action="store_true",
+                   help="skip the residuals over the whole takes")  # fmt: skip
+    p.add_argument("--tpose", action="store_true",
+                   help="quick start: one capture that begins with a still T-pose")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.set_defaults(func=_run)
 
@@ -29,17 +38,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from rbmcap.calibrate.run import calibrate_file
 
-    _, info = calibrate_file(
-        args.capture, args.out, markers=args.markers, frames=args.frames, betas=args.betas,
-        body=args.body,
+    calib, info = calibrate_file(
+        args.captures, args.out, markers=args.markers, frames=args.frames, betas=args.betas,
+        body=args.body, prior=args.prior, check=not args.no_check, tpose=args.tpose,
     )  # fmt: skip
     if args.json:
         print(json.dumps(info))
         return 0
-    a, b = info["frames"]
-    print(f"T-pose frames [{a}, {b}); betas {'given' if info['betas_given'] else 'estimated'}")
-    for name, p in info["plates"].items():
-        angle, dist = p["rotation_offset_deg"], p["position_offset_norm_mm"]
-        print(f"  {name:16s} {angle:7.2f} deg {dist:7.1f} mm")
+    print(f"betas {'given' if info['betas_given'] else 'estimated'}: "
+          + " ".join(f"{b:.2f}" for b in info["betas"]))  # fmt: skip
+    if calib.report is not None:
+        print(calib.report)
+    else:
+        for name, p in info["plates"].items():
+            angle, dist = p["rotation_offset_deg"], p["position_offset_norm_mm"]
+            print(f"  {name:16s} {angle:7.2f} deg {dist:7.1f} mm")
     print(f"wrote {args.out}")
     return 0

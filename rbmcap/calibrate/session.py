@@ -1,0 +1,271 @@
+"""The calibration fit over frames: betas, each frame's pose and each plate's constant offset.
+
+Unknowns: the shape β (B,); per frame f its root rotation, body pose θ_f (23 axis-angles) and
+translation τ_f; per plate i its offset (R_off,i, t_i) in the virtual plate's frame. The virtual
+plates (p_v, R_v)(β, θ_f, τ_f) come from sparse skinning of the plate vertices; the physical plate
+predicted is ``p̂ = p_v + R_v t_i``, ``R̂ = R_v R_off,i``. The objective:
+
+    E = Σ_f Σ_i v_fi (‖p̂_fi − p_fi‖² / σ_p² + ∠(R̂_fi, R_fi)² / σ_r²)      data
+      + w_θ Σ_f NLL_GMM(θ_f)                                               pose prior
+      + ‖β‖² / σ_β² + w_bound Σ_k max(0, |β_k| − β_max)²                  shape prior
+      + Σ_i (‖t_i‖² / σ_t² + ∠(R_off,i)² / σ_R²)                           offset prior
+
+It runs in three stages from the heading start of :mod:`rbmcap.calibrate.start`:
+
+1. **pose**: the body pose and placement from plate positions alone, offsets held at zero and the
+   shape at its start: the arms and legs go roughly where the plates are;
+2. **positions**: the same with shape and position offsets free (still no rotation): the offsets
+   take up where the plates sit on their segments;
+3. **full**: each rotation offset starts at the mean of ``R_vᵀ R`` over the frames (so a plate
+   turned by any angle starts close), then everything is fitted with the rotation residuals on.
+
+Unknowns are optimised divided by a scale each (radians 0.1, metres 0.01, shared unknowns also by
+√F), so L-BFGS's scaled-identity curvature guess fits them all.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import roma
+import torch
+
+from rbmcap.baseline.init import dominant_joints
+from rbmcap.baseline.objective import compose_rotmats
+from rbmcap.calibrate.start import headings, mean_translation, upright_rotation
+from rbmcap.geometry.registration import nearest_rotation
+from rbmcap.geometry.rotations import rotmat_geodesic_angle
+from rbmcap.markers.plates import plate_frames
+
+
+@dataclass(frozen=True)
+class FitWeights:
+    """Scales and weights of the calibration objective (module docstring).
+
+    Attributes:
+        position_sigma_mm, rotation_sigma_deg: data residual scales.
+        prior: weight of the pose prior's negative log-likelihood per frame.
+        pose_l2: weight of ‖θ‖² per frame (without a prior, or in addition).
+        betas_sigma: σ_β of the Gaussian shape prior (SMPL's betas are unit-variance).
+        betas_max: |β| beyond which the bound penalty starts; betas_bound: its weight.
+        offset_sigma_m: σ_t of the position offsets' prior (m).
+        offset_sigma_deg: σ_R of the rotation offsets' prior (deg).
+    """
+
+    position_sigma_mm: float = 10.0
+    rotation_sigma_deg: float = 5.0
+    prior: float = 1.0
+    pose_l2: float = 0.0
+    betas_sigma: float = 1.0
+    betas_max: float = 2.5
+    betas_bound: float = 100.0
+    offset_sigma_m: float = 0.1
+    offset_sigma_deg: float = 90.0
+
+
+@dataclass
+class FitState:
+    """Where a fit stands (float64, CPU).
+
+    Attributes:
+        rotmats: (F, 24, 3, 3) local rotations; trans: (F, 3) m; betas: (B,).
+        r_off: (N, 3, 3) rotation offsets; t_off: (N, 3) position offsets (m), plate frame.
+    """
+
+    rotmats: torch.Tensor
+    trans: torch.Tensor
+    betas: torch.Tensor
+    r_off: torch.Tensor
+    t_off: torch.Tensor
+
+
+class SessionFit:
+    """The calibration objective over F frames of N plates (see the module docstring).
+
+    Args:
+        synth: a :class:`rbmcap.markers.synth.Synthesizer` (body, marker set, plate topology).
+        pos: (F, N, 3) observed plates (m); rot: (F, N, 3, 3); valid: (F, N) bool.
+        prior: a :class:`rbmcap.baseline.prior.GaussianMixturePrior` or None.
+        weights: :class:`FitWeights`.
+        betas: (B,) the shape, held fixed; None to fit it.
+    """
+
+    def __init__(self, synth, pos, rot, valid, prior=None, weights=FitWeights(), betas=None):
+        dt = torch.float64
+        self.body = copy.deepcopy(synth.body).to(dtype=dt)
+        self.topology = synth.topology
+        self.standoff = synth.standoff
+        self.root = synth.markers.parents.index(-1)
+        self.names = list(synth.markers.names)
+        self.parents = list(synth.markers.parents)
+        self.dominant = dominant_joints(synth.body, synth.vertex_ids)
+        self.pos = torch.as_tensor(pos, dtype=dt)
+        self.rot = torch.as_tensor(rot, dtype=dt)
+        self.valid = torch.as_tensor(valid, dtype=torch.bool)
+        self.w = self.valid.to(dt)
+        self.prior = None if prior is None else prior.to("cpu", dt)
+        self.weights = weights
+        nb = self.body.num_betas
+        self.betas_fixed = betas is not None
+        b = torch.zeros(nb, dtype=dt)
+        if betas is not None:
+            given = torch.as_tensor(betas, dtype=dt).reshape(-1)[:nb]
+            b[: len(given)] = given
+        self.state = self._start(b)
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.pos.shape[0])
+
+    # ---------------------------------------------------------------------------- model
+    def virtual(self, rotmats, betas, trans) -> tuple[torch.Tensor, torch.Tensor]:
+        """Virtual plates (F, N, 3), (F, N, 3, 3) of the posed body."""
+        skinned = self.body.skin_vertices(self.topology.skin_ids, rotmats, betas, trans)
+        return plate_frames(skinned, self.topology, self.standoff)
+
+    def physical(self, state: FitState) -> tuple[torch.Tensor, torch.Tensor]:
+        """Predicted physical plates (F, N, 3), (F, N, 3, 3): virtual plates with the offsets."""
+        vp, vr = self.virtual(state.rotmats, state.betas, state.trans)
+        return vp + (vr @ state.t_off[..., None])[..., 0], vr @ state.r_off
+
+    def residuals(self, state: FitState) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per frame and plate: position error (F, N) mm and rotation error (F, N) degrees
+        (NaN where the plate is not seen)."""
+        with torch.no_grad():
+            p, r = self.physical(state)
+            dp = (p - self.pos).norm(dim=-1) * 1000.0
+            dr = torch.rad2deg(rotmat_geodesic_angle(r, self.rot))
+        nan = torch.full_like(dp, float("nan"))
+        return torch.where(self.valid, dp, nan), torch.where(self.valid, dr, nan)
+
+    def residual_vector(self, state: FitState) -> torch.Tensor:
+        """(F, 6N) the data residuals, scaled: position errors / σ_p and rotation errors
+        (rotation vector of ``Rᵀ R̂``) / σ_r, zero where a plate is not seen."""
+        with torch.no_grad():
+            p, r = self.physical(state)
+            dp = (p - self.pos) / (self.weights.position_sigma_mm * 1e-3)
+            dr = roma.rotmat_to_rotvec(self.rot.transpose(-1, -2) @ r)
+            dr = dr / math.radians(self.weights.rotation_sigma_deg)
+            res = torch.cat([dp, dr], -1) * self.w[..., None]
+        return res.reshape(self.num_frames, -1)
+
+    # ----------------------------------------------------------------------------- start
+    def _start(self, betas: torch.Tensor) -> FitState:
+        """Rest pose turned to each frame's heading, placed on the plates; zero offsets."""
+        from rbmcap.calibrate.start import leg_plates, side_pairs
+
+        n, f = self.pos.shape[1], self.num_frames
+        up = upright_rotation()
+        eye = torch.eye(3, dtype=torch.float64)
+        rest = eye.expand(24, 3, 3).clone()
+        rest[0] = up
+        rest_pos, _ = self.virtual(rest[None], betas, torch.zeros(1, 3, dtype=torch.float64))
+        rest_pos = rest_pos[0]
+        heads = headings(rest_pos, self.pos, self.valid, side_pairs(self.names),
+                         leg_plates(rest_pos, self.root), self.root)  # fmt: skip
+        rotmats = eye.expand(f, 24, 3, 3).clone()
+        rotmats[:, 0] = heads @ up
+        zero = torch.zeros(f, 3, dtype=torch.float64)
+        vp, _ = self.virtual(rotmats, betas, zero)
+        trans = mean_translation(vp, self.pos, self.valid)
+        return FitState(rotmats, trans, betas, eye.expand(n, 3, 3).clone(),
+                        torch.zeros(n, 3, dtype=torch.float64))  # fmt: skip
+
+    # ----------------------------------------------------------------------------- stages
+    def run(self, iterations: tuple[int, int, int] = (60, 150, 300)) -> FitState:
+        """The three stages (module docstring); returns and keeps the final state."""
+        a, b, c = iterations
+        self.state = self._stage(self.state, a, betas=False, offsets=False, rotation=False)
+        self.state = self._stage(self.state, b, betas=True, offsets=True, rotation=False)
+        self.state.r_off = self.mean_rotation_offsets(self.state)
+        self.state = self._stage(self.state, c, betas=True, offsets=True, rotation=True)
+        return self.state
+
+    def mean_rotation_offsets(self, state: FitState) -> torch.Tensor:
+        """(N, 3, 3) the chordal mean over seen frames of ``R_vᵀ R`` for each plate."""
+        with torch.no_grad():
+            _, vr = self.virtual(state.rotmats, state.betas, state.trans)
+            rel = vr.transpose(-1, -2) @ self.rot
+            total = (rel * self.w[..., None, None]).sum(0)
+        return nearest_rotation(total)
+
+    def _stage(self, state: FitState, iterations: int, *, betas: bool, offsets: bool,
+               rotation: bool) -> FitState:  # fmt: skip
+        if iterations <= 0:
+            return state
+        f = self.num_frames
+        sf = math.sqrt(f)
+        dt = torch.float64
+        root_base = state.rotmats[:, 0].clone()
+        body0 = roma.rotmat_to_rotvec(state.rotmats[:, 1:])
+        scales = {"omega": 0.1, "body": 0.1, "trans": 0.01, "betas": 0.1 / sf,
+                  "rho": 0.1 / sf, "t": 0.01 / sf}  # fmt: skip
+        start = {
+            "omega": torch.zeros(f, 3, dtype=dt),
+            "body": body0,
+            "trans": state.trans.clone(),
+            "betas": state.betas.clone(),
+            "rho": torch.zeros(state.r_off.shape[0], 3, dtype=dt),
+            "t": state.t_off.clone(),
+        }
+        free = ["omega", "body", "trans"]
+        if betas and not self.betas_fixed:
+            free.append("betas")
+        if offsets:
+            free.append("t")
+            if rotation:
+                free.append("rho")
+        x = {k: (start[k] / scales[k]).requires_grad_(k in free) for k in start}
+        r_off0 = state.r_off
+
+        def unpack() -> FitState:
+            v = {k: x[k] * scales[k] for k in x}
+            rotmats = compose_rotmats(v["omega"], root_base, v["body"])
+            r_off = roma.rotvec_to_rotmat(v["rho"]) @ r_off0
+            return FitState(rotmats, v["trans"], v["betas"], r_off, v["t"])
+
+        opt = torch.optim.LBFGS([x[k] for k in free], lr=1.0, max_iter=iterations, history_size=50,
+                                line_search_fn="strong_wolfe", tolerance_grad=1e-9,
+                                tolerance_change=1e-12)  # fmt: skip
+
+        def closure() -> torch.Tensor:
+            opt.zero_grad()
+            s = unpack()
+            loss = sum(self.terms(s, rotation=rotation, body=x["body"] * scales["body"]).values())
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        with torch.no_grad():
+            out = unpack()
+        return FitState(*(t.detach().clone() for t in
+                          (out.rotmats, out.trans, out.betas, out.r_off, out.t_off)))  # fmt: skip
+
+    def terms(self, state: FitState, *, rotation: bool = True, body=None) -> dict:
+        """The objective's terms (scalars): position, rotation, prior, betas, offsets."""
+        wt = self.weights
+        p, r = self.physical(state)
+        sp = wt.position_sigma_mm * 1e-3
+        out = {"position": (self.w * ((p - self.pos) ** 2).sum(-1)).sum() / sp**2}
+        if rotation:
+            sr = math.radians(wt.rotation_sigma_deg)
+            ang = rotmat_geodesic_angle(r, self.rot)
+            out["rotation"] = (self.w * ang**2).sum() / sr**2
+        if body is None:
+            body = roma.rotmat_to_rotvec(state.rotmats[:, 1:])
+        prior = p.new_zeros(())
+        if self.prior is not None and wt.prior > 0:
+            prior = wt.prior * self.prior.neg_log_likelihood(body).sum()
+        if wt.pose_l2 > 0:
+            prior = prior + wt.pose_l2 * (body**2).sum()
+        out["prior"] = prior
+        b = state.betas
+        excess = torch.relu(b.abs() - wt.betas_max)
+        out["betas"] = (b**2).sum() / wt.betas_sigma**2 + wt.betas_bound * (excess**2).sum()
+        off_angle = rotmat_geodesic_angle(state.r_off, torch.eye(3, dtype=b.dtype))
+        out["offsets"] = (state.t_off**2).sum() / wt.offset_sigma_m**2 + (
+            off_angle**2
+        ).sum() / math.radians(wt.offset_sigma_deg) ** 2
+        return out

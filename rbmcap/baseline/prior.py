@@ -200,6 +200,69 @@ def load_pose_prior(path: str | Path, dtype: torch.dtype = torch.float32) -> Gau
     )
 
 
+DEFAULT_PRIOR_FILE = "pose-prior.npz"
+"""The shipped prior's file name in ``rbmcap/pretrained/`` (how it was made: docs/evaluation.md,
+"The shipped pose prior")."""
+
+
+def default_pose_prior(dtype: torch.dtype = torch.float32) -> GaussianMixturePrior:
+    """The pose prior shipped with rbmcap (``rbmcap/pretrained/pose-prior.npz``).
+
+    Fitted with :func:`fit_pose_prior` (8 components) on the training split of a seeded
+    procedural library and of the CMU clips on the iClone rig, both on the stand-in body; the
+    command is in docs/evaluation.md.
+
+    Raises:
+        FormatError: the file is missing from the installation or unreadable.
+    """
+    from rbmcap.paths import pretrained_dir
+
+    return load_pose_prior(pretrained_dir() / DEFAULT_PRIOR_FILE, dtype=dtype)
+
+
+def motion_poses(
+    folders, split: str | None = "train", fps: float | None = None
+) -> tuple[np.ndarray, int]:
+    """The body poses of every motion under ``folders`` (AMASS-style motions folders), stacked.
+
+    A folder with split lists (``splits/{train,val,test}.txt``, as ``rbmcap motion procedural``
+    and ``rbmcap motion from-bvh DIR`` write them) gives the motions of ``split`` only (None: all
+    of them); a folder without them gives every motion file under it.
+
+    Args:
+        folders: one folder or several.
+        split: 'train', 'val', 'test' or None.
+        fps: resample every motion to this rate first (None: each file's own rate).
+
+    Returns:
+        (poses (F, 24, 3) float32 axis-angle, radians; the number of motions read).
+
+    Raises:
+        DataError: no motion found.
+    """
+    from rbmcap.motion.amass import discover, iter_motions
+
+    folders = [folders] if isinstance(folders, str | Path) else list(folders)
+    chunks: list[np.ndarray] = []
+    count = 0
+    for folder in folders:
+        folder = Path(folder)
+        lists = folder / "splits"
+        if lists.is_dir():
+            entries = discover(folder, lists)
+            wanted = split
+        else:
+            entries = discover(folder)
+            wanted = None
+        for _, motion in iter_motions(entries, split=wanted, fps=fps):
+            chunks.append(motion.poses.astype(np.float32))
+            count += 1
+    if not chunks:
+        names = ", ".join(str(f) for f in folders)
+        raise DataError(f"{names}: no motion files" + (f" in split {split!r}" if split else ""))
+    return np.concatenate(chunks), count
+
+
 def fit_pose_prior(
     poses,
     num_components: int = 8,

@@ -95,6 +95,7 @@ class Solver:
         truth_joints=None,
         iterations: int | None = None,
         snapshots: bool = False,
+        hold_betas: bool = False,
     ) -> Solution:
         """Fit one sequence.
 
@@ -113,6 +114,9 @@ class Solver:
             snapshots: also keep the answer at every recorded iteration count
                 (:meth:`Solution.at`): what a solve stopped there returns, for reading a
                 method off its convergence curve.
+            hold_betas: keep the betas at the start's (``init``'s, else zeros) instead of
+                fitting them: for a subject whose shape is known (a calibration). No shape stage
+                then runs with windows.
 
         Returns:
             :class:`Solution`.
@@ -128,7 +132,7 @@ class Solver:
         given = self._parse_init(init, num)
         checkpoints = sorted({c for c in self.config.record if c <= iters} | {iters})
         return self._solve_windows(
-            pos_t, rot_t, valid_t, float(fps), given, truth, checkpoints, snapshots
+            pos_t, rot_t, valid_t, float(fps), given, truth, checkpoints, snapshots, hold_betas
         )
 
     def solve_sequence(
@@ -153,9 +157,12 @@ class Solver:
         )
 
     # ------------------------------------------------------------------------------ stages
-    def _solve_windows(self, pos, rot, valid, fps, given, truth, checkpoints, keep) -> Solution:
-        """The timed solve of checked inputs: the shape stage (with several windows), then each
-        window from its start (initialisation time counted in the record's seconds)."""
+    def _solve_windows(
+        self, pos, rot, valid, fps, given, truth, checkpoints, keep, hold_betas=False
+    ) -> Solution:
+        """The timed solve of checked inputs: the shape stage (with several windows, betas not
+        held), then each window from its start (initialisation time counted in the record's
+        seconds)."""
         num = pos.shape[0]
         window = self.config.schedule.window or num
         windows = [(a, min(num, a + window)) for a in range(0, num, window)]
@@ -165,7 +172,7 @@ class Solver:
         if betas is None:
             betas = torch.zeros(self.body.num_betas, dtype=self.dtype, device=self.device)
         shape_evals = 0
-        if len(windows) > 1 and self.config.schedule.shape_iterations > 0:
+        if not hold_betas and len(windows) > 1 and self.config.schedule.shape_iterations > 0:
             betas, shape_evals = self._shape_stage(pos, rot, valid, fps, given, betas)
         self._sync()
         setup = time.perf_counter() - t0
@@ -180,7 +187,8 @@ class Solver:
             self._sync()
             setup += time.perf_counter() - t1
             window_truth = None if truth is None else truth[a:b]
-            fit = self._window_fit(obs, start, len(windows) == 1, context)
+            betas_free = len(windows) == 1 and not hold_betas
+            fit = self._window_fit(obs, start, betas_free, context)
             results.append(fit_window(fit, checkpoints, window_truth, keep=keep))
         record = self._join_records(results, checkpoints, setup, shape_evals, truth is not None)
         return self._solution(results, record, checkpoints)

@@ -202,13 +202,15 @@ def plate_distances(fit, state) -> dict:
 
 # ---------------------------------------------------------------------- what was determined
 def undetermined(fit, state, step: float = 1e-6) -> list[str]:
-    """Sentences naming the offset directions the prior decided (module docstring)."""
-    info_s, prior_s = _offset_information(fit, state, step)
-    cov = torch.linalg.inv(info_s + prior_s)
+    """Sentences naming the offset directions the data did not determine (module docstring):
+    those the pose prior then fixed ("the pose prior decided") and those left to the offsets'
+    own prior ("the offsets' prior decided")."""
+    data_s, prior_s, with_pose = _offset_information(fit, state, step)
     prior_var = 1.0 / torch.diagonal(prior_s)
+    cov_data = torch.linalg.inv(data_s + prior_s)
+    cov_pose = torch.linalg.inv(with_pose + prior_s)
     n = len(fit.names)
-    out = []
-    joints = fit.dominant
+    groups: dict[tuple[str, str], list[str]] = {}
     with torch.no_grad():
         jp, _ = fit.body.pose_joints(state.rotmats[:1], state.betas, state.trans[:1])
         _, vr = fit.virtual(state.rotmats[:1], state.betas, state.trans[:1])
@@ -216,26 +218,26 @@ def undetermined(fit, state, step: float = 1e-6) -> list[str]:
                                     ("rotation", 0, "°", math.degrees(1.0))):  # fmt: skip
         for i, name in enumerate(fit.names):
             sl = slice(base + 3 * i, base + 3 * i + 3)
-            c = cov[sl, sl]
-            evals, evecs = torch.linalg.eigh(c)
-            share = evals[-1] / prior_var[sl].max()
-            if share <= PRIOR_SHARE:
+            evals, evecs = torch.linalg.eigh(cov_data[sl, sl])
+            if evals[-1] / prior_var[sl].max() <= PRIOR_SHARE:
                 continue
-            axis_world = vr[0, i] @ evecs[:, -1]
-            where = _segment_words(joints[i], axis_world, jp[0])
-            out.append(
-                f"{name}: {kind} offset {where} (±{scale * math.sqrt(float(evals[-1])):.0f} "
-                f"{unit}; the prior decided)"
+            u = evecs[:, -1]
+            pinned = float(u @ cov_pose[sl, sl] @ u) / float(prior_var[sl].max()) <= PRIOR_SHARE
+            where = _segment_words(int(fit.dominant[i]), vr[0, i] @ u, jp[0], kind)
+            who = "the pose prior decided" if pinned else "the offsets' prior decided"
+            spread = scale * math.sqrt(float(evals[-1]))
+            groups.setdefault((f"{kind} offset {where}", who), []).append(
+                f"{name} ±{spread:.0f} {unit}"
             )
+    out = [f"{what}: {', '.join(plates)} ({who})" for (what, who), plates in groups.items()]
     # a shift of every plate together, in the world frame of the first frame used
     for d, label in zip(torch.eye(3, dtype=torch.float64), "xyz"):
-        u = torch.zeros(cov.shape[0], dtype=torch.float64)
+        u = torch.zeros(cov_pose.shape[0], dtype=torch.float64)
         for i in range(n):
             u[3 * n + 3 * i : 3 * n + 3 * i + 3] = vr[0, i].T @ d
         u = u / u.norm()
-        post = float(u @ cov @ u)
-        prior = float(u @ torch.diag(prior_var) @ u)
-        if post / prior > PRIOR_SHARE:
+        post = float(u @ cov_pose @ u)
+        if post / float(u @ torch.diag(prior_var) @ u) > PRIOR_SHARE:
             out.append(
                 f"all plates shifted together along world {label} (±{1000 * math.sqrt(post):.0f}"
                 f" mm): one still pose cannot tell it from where the body stands; the offsets' "
@@ -244,22 +246,28 @@ def undetermined(fit, state, step: float = 1e-6) -> list[str]:
     return out
 
 
-def _segment_words(joint: int, axis: torch.Tensor, joints: torch.Tensor) -> str:
-    """'along its segment' or 'across its segment' for a direction (3,) in the world."""
+def _segment_words(joint: int, axis: torch.Tensor, joints: torch.Tensor, kind: str) -> str:
+    """Where a direction (3,) in the world points relative to the plate's segment: for a
+    position 'along' or 'across the segment', for a rotation axis 'about' or 'across'."""
     from rbmcap.skeleton import SMPL_PARENTS
 
     children = [k for k, p in enumerate(SMPL_PARENTS) if p == joint]
-    if not children:
-        return "in one direction"
-    bone = joints[children[0]] - joints[joint]
+    if children:
+        bone = joints[children[0]] - joints[joint]
+    else:  # a leaf segment continues its parent's bone
+        bone = joints[joint] - joints[SMPL_PARENTS[joint]]
     cos = abs(float(bone @ axis / (bone.norm() * axis.norm()).clamp_min(1e-12)))
-    return "along its segment" if cos > 0.8 else "across its segment"
+    along = cos > 0.8
+    if kind == "rotation":
+        return "about the segment's axis" if along else "about an axis across the segment"
+    return "along the segment" if along else "across the segment"
 
 
-def _offset_information(fit, state, step: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(6N, 6N) information of the offsets [rotation (3N) | position (3N)] from the data with
-    each frame's pose eliminated, and the offsets prior's (diagonal), in the objective's units
-    (½ Hessian: JᵀJ and ½ the priors' curvature)."""
+def _offset_information(fit, state, step: float):
+    """Information (6N, 6N) of the offsets [rotation (3N) | position (3N)] in the objective's
+    units (½ Hessian: JᵀJ and ½ the priors' curvature), each frame's pose eliminated (Schur
+    complement): from the data alone, the offsets' prior (diagonal), and from the data with
+    the pose prior."""
     n = len(fit.names)
     base = fit.residual_vector(state)  # (F, R)
     frame_cols = []  # (F, R) per frame parameter, the same one perturbed in every frame
@@ -277,15 +285,20 @@ def _offset_information(fit, state, step: float) -> tuple[torch.Tensor, torch.Te
     prior_frame[3:72] += wt.pose_l2
     prior_frame[:3] += 1e-6
     prior_frame[72:] += 1e-6
-    haa = a.transpose(-1, -2) @ a + torch.diag(prior_frame)
+    ata = a.transpose(-1, -2) @ a
     hab = a.transpose(-1, -2) @ b
     hbb = (b.transpose(-1, -2) @ b).sum(0)
-    schur = hbb - (hab.transpose(-1, -2) @ torch.linalg.solve(haa, hab)).sum(0)
+
+    def schur(diag: torch.Tensor) -> torch.Tensor:
+        s = hbb - (hab.transpose(-1, -2) @ torch.linalg.solve(ata + torch.diag(diag), hab)).sum(0)
+        return 0.5 * (s + s.T)
+
     prior_s = torch.cat([
         torch.full((3 * n,), 1.0 / math.radians(wt.offset_sigma_deg) ** 2, dtype=torch.float64),
         torch.full((3 * n,), 1.0 / wt.offset_sigma_m**2, dtype=torch.float64),
     ])  # fmt: skip
-    return 0.5 * (schur + schur.T), torch.diag(prior_s)
+    floor = torch.full_like(prior_frame, 1e-6)
+    return schur(floor), torch.diag(prior_s), schur(prior_frame)
 
 
 def _perturb_frame(state, k: int, step: float):

@@ -38,6 +38,23 @@ from rbmcap.calibrate.start import headings, mean_translation, upright_rotation
 from rbmcap.geometry.registration import nearest_rotation
 from rbmcap.geometry.rotations import rotmat_geodesic_angle
 from rbmcap.markers.plates import plate_frames
+from rbmcap.skeleton import SMPL_PARENTS
+
+
+def shared_turns(rotmats: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Local rotations (F, 24, 3, 3) with every bone j turned by the same rotation exp(q_j) in
+    its own frame in every frame, its children turned back: ``L'_j = exp(q_p(j))ᵀ L_j exp(q_j)``.
+
+    Each bone's global rotation becomes ``G_j exp(q_j)`` and the joints below it do not move. A
+    constant turn of a bone and the opposite turn of its plate's offset leave the plates where
+    they were; with ``q`` (24, 3) as unknowns of their own, the fit slides along that family in
+    one step instead of moving every frame.
+    """
+    turn = roma.rotvec_to_rotmat(q)
+    parent = turn[list(SMPL_PARENTS[1:])]
+    first = rotmats[:, :1] @ turn[:1]
+    rest = parent.transpose(-1, -2) @ rotmats[:, 1:] @ turn[1:]
+    return torch.cat([first, rest], dim=1)
 
 
 @dataclass(frozen=True)
@@ -56,7 +73,7 @@ class FitWeights:
 
     position_sigma_mm: float = 10.0
     rotation_sigma_deg: float = 5.0
-    prior: float = 1.0
+    prior: float = 0.3
     pose_l2: float = 0.0
     betas_sigma: float = 1.0
     betas_max: float = 2.5
@@ -105,6 +122,8 @@ class SessionFit:
         self.rot = torch.as_tensor(rot, dtype=dt)
         self.valid = torch.as_tensor(valid, dtype=torch.bool)
         self.w = self.valid.to(dt)
+        self.reference = self.valid.to(torch.int8).argmax(0)
+        """(N,) each plate's reference frame for relative rotations: the first where it is seen."""
         self.prior = None if prior is None else prior.to("cpu", dt)
         self.weights = weights
         nb = self.body.num_betas
@@ -174,14 +193,32 @@ class SessionFit:
                         torch.zeros(n, 3, dtype=torch.float64))  # fmt: skip
 
     # ----------------------------------------------------------------------------- stages
-    def run(self, iterations: tuple[int, int, int] = (60, 150, 300)) -> FitState:
-        """The three stages (module docstring); returns and keeps the final state."""
+    def run(self, iterations: tuple[int, int, int] = (60, 150, 300), restarts: int = 1) -> FitState:
+        """The three stages (module docstring), then ``restarts`` times: the poses found again
+        from the start with the offsets held (a pose search that knows the offsets), and every
+        unknown refined; the state of lowest objective is kept and returned."""
         a, b, c = iterations
-        self.state = self._stage(self.state, a, betas=False, offsets=False, rotation=False)
-        self.state = self._stage(self.state, b, betas=True, offsets=True, rotation=False)
-        self.state.r_off = self.mean_rotation_offsets(self.state)
-        self.state = self._stage(self.state, c, betas=True, offsets=True, rotation=True)
-        return self.state
+        st = self._stage(self.state, a, betas=False, offsets=False, rotation=False, relative=True)
+        st = self._stage(st, b, betas=True, offsets=True, rotation=False, relative=True)
+        st.r_off = self.mean_rotation_offsets(st)
+        best = self._stage(st, c, betas=True, offsets=True, rotation=True)
+        energy = self.energy(best)
+        for _ in range(restarts):
+            st = self._start(best.betas)
+            st.r_off, st.t_off = best.r_off.clone(), best.t_off.clone()
+            st = self._stage(st, b, betas=False, offsets=False, rotation=True)
+            st = self._stage(st, c, betas=True, offsets=True, rotation=True)
+            e = self.energy(st)
+            if e >= energy:
+                break
+            best, energy = st, e
+        self.state = best
+        return best
+
+    def energy(self, state: FitState) -> float:
+        """The objective's value at ``state``."""
+        with torch.no_grad():
+            return float(sum(self.terms(state).values()))
 
     def mean_rotation_offsets(self, state: FitState) -> torch.Tensor:
         """(N, 3, 3) the chordal mean over seen frames of ``R_vᵀ R`` for each plate."""
@@ -192,7 +229,8 @@ class SessionFit:
         return nearest_rotation(total)
 
     def _stage(self, state: FitState, iterations: int, *, betas: bool, offsets: bool,
-               rotation: bool) -> FitState:  # fmt: skip
+               rotation: bool, relative: bool = False,
+               robust: float | None = None) -> FitState:  # fmt: skip
         if iterations <= 0:
             return state
         f = self.num_frames
@@ -201,7 +239,7 @@ class SessionFit:
         root_base = state.rotmats[:, 0].clone()
         body0 = roma.rotmat_to_rotvec(state.rotmats[:, 1:])
         scales = {"omega": 0.1, "body": 0.1, "trans": 0.01, "betas": 0.1 / sf,
-                  "rho": 0.1 / sf, "t": 0.01 / sf}  # fmt: skip
+                  "rho": 0.1 / sf, "t": 0.01 / sf, "q": 0.1 / sf}  # fmt: skip
         start = {
             "omega": torch.zeros(f, 3, dtype=dt),
             "body": body0,
@@ -209,8 +247,9 @@ class SessionFit:
             "betas": state.betas.clone(),
             "rho": torch.zeros(state.r_off.shape[0], 3, dtype=dt),
             "t": state.t_off.clone(),
+            "q": torch.zeros(24, 3, dtype=dt),
         }
-        free = ["omega", "body", "trans"]
+        free = ["omega", "body", "trans", "q"]
         if betas and not self.betas_fixed:
             free.append("betas")
         if offsets:
@@ -222,7 +261,7 @@ class SessionFit:
 
         def unpack() -> FitState:
             v = {k: x[k] * scales[k] for k in x}
-            rotmats = compose_rotmats(v["omega"], root_base, v["body"])
+            rotmats = shared_turns(compose_rotmats(v["omega"], root_base, v["body"]), v["q"])
             r_off = roma.rotvec_to_rotmat(v["rho"]) @ r_off0
             return FitState(rotmats, v["trans"], v["betas"], r_off, v["t"])
 
@@ -233,7 +272,8 @@ class SessionFit:
         def closure() -> torch.Tensor:
             opt.zero_grad()
             s = unpack()
-            loss = sum(self.terms(s, rotation=rotation, body=x["body"] * scales["body"]).values())
+            terms = self.terms(s, rotation=rotation, relative=relative, robust=robust)
+            loss = sum(terms.values())
             loss.backward()
             return loss
 
@@ -243,18 +283,32 @@ class SessionFit:
         return FitState(*(t.detach().clone() for t in
                           (out.rotmats, out.trans, out.betas, out.r_off, out.t_off)))  # fmt: skip
 
-    def terms(self, state: FitState, *, rotation: bool = True, body=None) -> dict:
-        """The objective's terms (scalars): position, rotation, prior, betas, offsets."""
+    def terms(self, state: FitState, *, rotation: bool = True, relative: bool = False,
+              robust: float | None = None, body=None) -> dict:  # fmt: skip
+        """The objective's terms (scalars): position, rotation (or ``relative``: the rotation of
+        each plate since its reference frame, which no constant offset changes), prior, betas,
+        offsets."""
         wt = self.weights
-        p, r = self.physical(state)
+        vp, vr = self.virtual(state.rotmats, state.betas, state.trans)
+        p, r = vp + (vr @ state.t_off[..., None])[..., 0], vr @ state.r_off
         sp = wt.position_sigma_mm * 1e-3
-        out = {"position": (self.w * ((p - self.pos) ** 2).sum(-1)).sum() / sp**2}
+        sq = ((p - self.pos) ** 2).sum(-1) / sp**2
+        if robust is not None:  # Geman–McClure: plates beyond ~robust metres stop pulling
+            c2 = (robust / sp) ** 2
+            sq = c2 * sq / (sq + c2)
+        out = {"position": (self.w * sq).sum()}
+        sr = math.radians(wt.rotation_sigma_deg)
         if rotation:
-            sr = math.radians(wt.rotation_sigma_deg)
             ang = rotmat_geodesic_angle(r, self.rot)
             out["rotation"] = (self.w * ang**2).sum() / sr**2
+        elif relative:
+            n = torch.arange(vr.shape[1])
+            pred = vr @ vr[self.reference, n].transpose(-1, -2)
+            obs = self.rot @ self.rot[self.reference, n].transpose(-1, -2)
+            ang = rotmat_geodesic_angle(pred, obs)
+            out["rotation"] = (self.w * ang**2).sum() / sr**2
         if body is None:
-            body = roma.rotmat_to_rotvec(state.rotmats[:, 1:])
+            body = roma.rotmat_to_rotvec(state.rotmats[:, 1:])  # (F, 23, 3)
         prior = p.new_zeros(())
         if self.prior is not None and wt.prior > 0:
             prior = wt.prior * self.prior.neg_log_likelihood(body).sum()

@@ -52,8 +52,7 @@ def check_takes(calib, captures, synth, *, prior=None, max_frames: int = 200,
         fit = SessionFit(synth, cap.pos[idx], cap.rot[idx], cap.valid[idx], prior=prior,
                          weights=weights or FitWeights(), betas=calib.betas)  # fmt: skip
         fit.state.r_off, fit.state.t_off = r_off.clone(), t_off.clone()
-        st = fit._stage(fit.state, 60, betas=False, offsets=False, rotation=False)
-        st = fit._stage(st, 150, betas=False, offsets=False, rotation=True)
+        st = fit._stage(fit.state, 200, betas=False, offsets=False, rotation=True)
         dp, dr = (x.numpy() for x in fit.residuals(st))
         plates = {}
         for i, n in enumerate(names):

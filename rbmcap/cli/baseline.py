@@ -1,4 +1,8 @@
-"""``rbmcap baseline``: the optimisation baseline's tools (``fit-prior``)."""
+"""``rbmcap baseline``: the optimisation baseline's tools.
+
+* ``fit-prior (--data DATASET | --motions DIR [DIR ...]) --out prior.npz [--split train]
+  [--components 8] [--seed 0] [--max-samples 20000]``
+"""
 
 from __future__ import annotations
 
@@ -17,13 +21,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     tools = p.add_subparsers(dest="tool", metavar="TOOL", required=True)
     f = tools.add_parser(
         "fit-prior",
-        help="fit the Gaussian-mixture pose prior on a dataset split",
+        help="fit the Gaussian-mixture pose prior on a dataset split or motions folders",
         description=(
             "Fit a Gaussian mixture (full covariances, EM) to the body poses (axis-angle of joints "
-            "1..23) of one split of a synthesised dataset, and write it as .npz for the solver."
+            "1..23) of one split of a synthesised dataset, or of motions folders, and write it as "
+            ".npz for the solver."
         ),
     )
-    f.add_argument("--data", required=True, help="dataset folder (holding manifest.json)")
+    source = f.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", help="dataset folder (holding manifest.json)")
+    source.add_argument(
+        "--motions",
+        nargs="+",
+        metavar="DIR",
+        help="motions folders (`rbmcap motion procedural` / `motion from-bvh DIR`); a folder "
+        "with split lists gives its --split, one without gives all its motions",
+    )
     f.add_argument("--split", default="train", help="split to learn from (default: train)")
     f.add_argument("--out", required=True, help="output .npz")
     f.add_argument("--components", type=int, default=8, help="mixture components (default 8)")
@@ -38,11 +51,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _fit_prior(args: argparse.Namespace) -> int:
-    from rbmcap.baseline.prior import fit_pose_prior
-    from rbmcap.dataset import RBMDataset
+    from rbmcap.baseline.prior import fit_pose_prior, motion_poses
 
-    data = RBMDataset(args.data, args.split)
-    poses = data.arrays["poses"]
+    if args.motions:
+        poses, count = motion_poses(args.motions, args.split)
+        where = f"{count} motions"
+    else:
+        from rbmcap.dataset import RBMDataset
+
+        poses = RBMDataset(args.data, args.split).arrays["poses"]
+        where = f"{args.data}"
     if len(poses) == 0:
         raise DataError(f"{args.data}: split {args.split!r} has no frames")
     prior = fit_pose_prior(
@@ -51,7 +69,7 @@ def _fit_prior(args: argparse.Namespace) -> int:
     path = prior.save(args.out)
     print(
         f"{path}: {prior.num_components} components over {prior.dim} numbers, fitted on "
-        f"{prior.num_samples} of {len(poses)} poses of {args.split!r} "
+        f"{prior.num_samples} of {len(poses)} poses of {args.split!r} ({where}) "
         f"(mean log-likelihood {prior.log_likelihood:.2f} nats)",
         file=sys.stderr,
     )

@@ -1,0 +1,211 @@
+"""SMPL motion of a real capture by the network, the optimisation solver, or both (hybrid).
+
+:func:`infer_capture` is what ``rbmcap infer --method`` runs:
+
+- ``network``: :func:`rbmcap.inference.capture.predict_capture` (the checkpoint's answer).
+- ``solver``: :func:`solve_capture`, the optimisation baseline (:class:`rbmcap.baseline.Solver`)
+  fitted to the capture's plates from its own kinematic start.
+- ``hybrid``: the network's answer as the solver's start, then a few solver iterations.
+
+The solver side (:func:`solve_capture`):
+
+1. the capture's plates are matched to the marker set by name (as for the network);
+2. a calibration, when given, maps the physical plates onto their virtual counterparts
+   (``rbmcap.calibrate.apply_calibration``), and its betas are the solver's betas, **held**
+   (``Solver.solve(hold_betas=True)``): the calibration measured the subject's shape on frames
+   chosen for it, and a solve of one take would otherwise trade shape against pose. Without a
+   calibration the betas are fitted with the pose (from the network's in the hybrid);
+3. the solver runs at the capture's own rate (its smoothness term is in physical units, so a
+   100 Hz capture needs no resampling), over the whole take in one batch;
+4. the pose prior is :func:`rbmcap.baseline.prior.default_pose_prior` unless another is given.
+
+Solver configurations: ``default`` for the solver, ``hybrid`` (30 iterations) for the hybrid,
+unless another is named (:func:`rbmcap.baseline.config.load_solver_config`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rbmcap.errors import ConfigError, DataError
+from rbmcap.motion.smpl_motion import SMPLMotion
+
+METHODS = ("network", "solver", "hybrid")
+"""What ``rbmcap infer --method`` takes."""
+
+DEFAULT_SOLVER_CONFIG = {"solver": "default", "hybrid": "hybrid"}
+"""The solver configuration of each solving method when none is named."""
+
+
+@dataclass
+class CaptureAnswer:
+    """What :func:`infer_capture` returns.
+
+    Attributes:
+        motion: the SMPL motion (the capture's frame count and fps, world Z up, metres).
+        method: 'network', 'solver' or 'hybrid'.
+        seconds: wall-clock seconds of the whole method (network pass, solver set-up and solve).
+        iterations: solver iterations run (None for the network).
+        solver_config: the solver configuration's name or path (None for the network).
+    """
+
+    motion: SMPLMotion
+    method: str
+    seconds: float
+    iterations: int | None = None
+    solver_config: str | None = None
+
+    @property
+    def seconds_per_frame(self) -> float:
+        return self.seconds / max(self.motion.num_frames, 1)
+
+
+def solve_capture(
+    capture,
+    calibration=None,
+    *,
+    body,
+    markers="rbm14",
+    prior=None,
+    config="default",
+    iterations: int | None = None,
+    init: SMPLMotion | None = None,
+    device: str = "cpu",
+):
+    """Fit SMPL to a capture's plates with the optimisation solver (module docstring).
+
+    Args:
+        capture: a :class:`~rbmcap.io.capture.Capture` (world Z up, metres).
+        calibration: None or a ``rbmcap.calibrate.Calibration`` of the same session.
+        body: the :class:`~rbmcap.body.BodyModel` to fit.
+        markers: the marker set (name, YAML path or :class:`~rbmcap.markers.MarkerSet`).
+        prior: a :class:`~rbmcap.baseline.prior.GaussianMixturePrior`, a path to one, or None
+            (the shipped :func:`~rbmcap.baseline.prior.default_pose_prior`).
+        config: solver configuration (name, YAML path or ``SolverConfig``).
+        iterations: optimiser iterations (default: the configuration's).
+        init: a start (the hybrid: the network's motion, same frames); None: the solver's own.
+        device: 'cpu', 'cuda', ...
+
+    Returns:
+        (:class:`SMPLMotion` with the capture's frames and fps, the solver's
+        :class:`~rbmcap.baseline.result.Solution`).
+
+    Raises:
+        DataError: a marker-set plate missing from the capture, no frames, an ``init`` of
+            another frame count. ConfigError: a bad solver configuration.
+    """
+    from rbmcap.baseline.prior import default_pose_prior
+    from rbmcap.baseline.solver import Solver
+    from rbmcap.markers.markerset import MarkerSet, load_marker_set
+
+    ms = markers if isinstance(markers, MarkerSet) else load_marker_set(markers)
+    cap = _calibrated_plates(capture, ms, calibration)
+    start = _start(cap, init, calibration, capture.source or "capture")
+    held = getattr(calibration, "betas", None) is not None
+    solver = Solver(body, ms, config, prior=default_pose_prior() if prior is None else prior,
+                    device=device)  # fmt: skip
+    sol = solver.solve(cap.pos, cap.rot, cap.valid, fps=cap.fps, init=start or None,
+                       iterations=iterations, hold_betas=held)  # fmt: skip
+    source = {"capture": capture.source, "marker_set": ms.name, "calibrated": calibration
+              is not None, "solver_iterations": sol.iterations}  # fmt: skip
+    motion = SMPLMotion(
+        poses=sol.params.poses.double().numpy(),
+        trans=sol.params.trans.double().numpy(),
+        betas=sol.params.betas.double().numpy(),
+        gender=getattr(body, "gender", "neutral"),
+        fps=cap.fps,
+        name=Path(capture.source).stem if capture.source else "capture",
+        source=source,
+    )
+    return motion, sol
+
+
+def _calibrated_plates(capture, markers, calibration):
+    """The capture's plates in the marker set's order, mapped by the calibration when given."""
+    from rbmcap.inference.capture import match_plates
+
+    cap = match_plates(capture, list(markers.names), len(markers), markers.name)
+    if calibration is not None:
+        from rbmcap.calibrate import apply_calibration
+
+        cap = apply_calibration(cap, calibration)
+    if cap.num_frames == 0:
+        raise DataError(f"{capture.source or 'capture'}: no frames")
+    return cap
+
+
+def _start(cap, init: SMPLMotion | None, calibration, label: str) -> dict[str, np.ndarray]:
+    """The solver's ``init``: the start motion's poses, trans and betas, the calibration's
+    betas over them."""
+    start: dict[str, np.ndarray] = {}
+    if init is not None:
+        if init.num_frames != cap.num_frames:
+            raise DataError(f"{label}: {cap.num_frames} frames, the start has {init.num_frames}")
+        start = {"poses": init.poses, "trans": init.trans, "betas": init.betas}
+    betas = getattr(calibration, "betas", None)
+    if betas is not None:
+        start["betas"] = np.asarray(betas, dtype=np.float64).reshape(-1)
+    return start
+
+
+def infer_capture(
+    capture,
+    calibration=None,
+    *,
+    method: str = "network",
+    predictor=None,
+    body=None,
+    markers=None,
+    prior=None,
+    solver_config=None,
+    iterations: int | None = None,
+    device: str = "cpu",
+    progress: bool = False,
+) -> CaptureAnswer:
+    """SMPL motion of a capture by ``method`` (module docstring), timed.
+
+    Args:
+        capture, calibration: as for :func:`solve_capture`.
+        method: one of :data:`METHODS`.
+        predictor: a :class:`~rbmcap.inference.Predictor`; required for 'network' and 'hybrid'.
+        body: the body the solver fits (default: the checkpoint's body, else the stand-in).
+        markers: the solver's marker set (default: the checkpoint's, else rbm14).
+        prior, iterations, device: the solver's (see :func:`solve_capture`).
+        solver_config: default :data:`DEFAULT_SOLVER_CONFIG` of the method.
+        progress: a progress bar over the network's chunks on stderr.
+
+    Raises:
+        ConfigError: an unknown method, or a network method without a predictor.
+    """
+    if method not in METHODS:
+        raise ConfigError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    if method != "network" and iterations is not None and iterations < 0:
+        raise ConfigError(f"iterations must be ≥ 0, got {iterations}")
+    if method in ("network", "hybrid") and predictor is None:
+        raise ConfigError(f"method {method!r} needs a checkpoint (--ckpt)")
+    t0 = time.perf_counter()
+    init = None
+    if predictor is not None and method in ("network", "hybrid"):
+        from rbmcap.inference.capture import predict_capture
+
+        init = predict_capture(predictor, capture, calibration, progress=progress)
+        if method == "network":
+            return CaptureAnswer(init, method, time.perf_counter() - t0)
+    if body is None:
+        from rbmcap.inference.capture import checkpoint_body
+
+        body = checkpoint_body(predictor.body_id if predictor is not None else "standin")
+    if markers is None:
+        markers = predictor.marker_set if predictor is not None else "rbm14"
+    config = solver_config or DEFAULT_SOLVER_CONFIG[method]
+    motion, sol = solve_capture(capture, calibration, body=body, markers=markers, prior=prior,
+                                config=config, iterations=iterations, init=init,
+                                device=device)  # fmt: skip
+    if init is not None:
+        motion.source["network"] = init.source
+    seconds = time.perf_counter() - t0
+    return CaptureAnswer(motion, method, seconds, sol.iterations, str(config))

@@ -7,16 +7,28 @@ promises there. A notebook joins :data:`EXECUTED` once it runs cleanly on the CP
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import rbmcap
+
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+PIG_DIR = Path(os.environ.get("RBMCAP_PIG_DIR", Path(rbmcap.__file__).resolve().parents[2]
+                              / "shared/data/pig"))  # fmt: skip
+"""The real Vicon Plug-in Gait session the walkthrough runs on when it is there (the notebook's
+own rule); without it, the walkthrough makes a synthetic Vicon CSV and writes that instead."""
 CELL_TIMEOUT_S = 600
 """Per cell; the longest cells are the tiny training runs of the walkthrough and of
 training_and_eval (15–40 s each on an idle 2-core machine, minutes when the cores are shared)."""
+WALKTHROUGH_INPUT = (
+    "outputs/vicon_walkthrough/static.npz"  # the Plug-in Gait static, imported
+    if PIG_DIR.is_dir()
+    else "outputs/vicon_walkthrough/walk_segments.csv"  # the synthetic Vicon export
+)
 
 EXECUTED = {
     # notebook -> files (relative to its working directory) a run must leave behind
@@ -38,7 +50,7 @@ EXECUTED = {
         "outputs/training_and_eval/eval_pretrained/metrics.json",
     ),
     "vicon_walkthrough.ipynb": (
-        "outputs/vicon_walkthrough/walk_segments.csv",
+        WALKTHROUGH_INPUT,
         "outputs/vicon_walkthrough/capture.npz",
         "outputs/vicon_walkthrough/calib.yaml",
         "outputs/vicon_walkthrough/motion.npz",
@@ -119,8 +131,9 @@ def test_notebook_runs_and_writes_what_it_promises(name, executed):
 
 @pytest.mark.slow
 def test_walkthrough_exports_hold_the_whole_capture(executed):
-    """The walkthrough's exports describe one motion of the capture's length and rate: the
-    ``.npz``, the BVH (24 SMPL joints) and the ``.glb`` (one skinned body)."""
+    """The walkthrough's exports describe one motion of the capture's length and rate (the
+    Plug-in Gait walk's 255 frames when the shared session is there): the ``.npz``, the BVH (24
+    SMPL joints) and the ``.glb`` (one skinned body)."""
     import trimesh
 
     from rbmcap.io.capture import Capture
@@ -132,6 +145,8 @@ def test_walkthrough_exports_hold_the_whole_capture(executed):
     capture = Capture.load(out / "capture.npz")
     motion = SMPLMotion.load(out / "motion.npz")
     assert motion.num_frames == capture.num_frames and motion.fps == capture.fps == 100.0
+    if PIG_DIR.is_dir():
+        assert capture.num_frames == 255 and "LFEO" in capture.point_names
     assert np.isfinite(motion.poses).all()
     bvh = read_bvh(out / "motion.bvh")
     assert len(bvh.names) == 24 and bvh.num_frames == capture.num_frames

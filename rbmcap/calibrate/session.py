@@ -10,17 +10,20 @@ predicted is ``p̂ = p_v + R_v t_i``, ``R̂ = R_v R_off,i``. The objective:
       + ‖β‖² / σ_β² + w_bound Σ_k max(0, |β_k| − β_max)²                  shape prior
       + Σ_i (‖t_i‖² / σ_t² + ∠(R_off,i)² / σ_R²)                           offset prior
 
-It runs in three stages from the heading start of :mod:`rbmcap.calibrate.start`:
+It runs in stages from the heading start of :mod:`rbmcap.calibrate.start`:
 
-1. **pose**: the body pose and placement from plate positions alone, offsets held at zero and the
-   shape at its start: the arms and legs go roughly where the plates are;
-2. **positions**: the same with shape and position offsets free (still no rotation): the offsets
-   take up where the plates sit on their segments;
+1. **pose**: the body pose and placement from plate positions (offsets held at zero) and from
+   each plate's rotation since its reference frame, ``R_v(f) R_v(ref)ᵀ`` against
+   ``R(f) R(ref)ᵀ``, which no constant rotation offset changes;
+2. **positions**: the same with shape and position offsets free;
 3. **full**: each rotation offset starts at the mean of ``R_vᵀ R`` over the frames (so a plate
-   turned by any angle starts close), then everything is fitted with the rotation residuals on.
+   turned by any angle starts close), then everything is fitted with the rotation residuals on;
+4. **restart**: the poses found again from the start with the offsets held, then everything
+   refined; the answer of lower objective is kept.
 
 Unknowns are optimised divided by a scale each (radians 0.1, metres 0.01, shared unknowns also by
-√F), so L-BFGS's scaled-identity curvature guess fits them all.
+√F), so L-BFGS's scaled-identity curvature guess fits them all; a shared turn per bone
+(:func:`shared_turns`) lets a stage move every frame's pose at once.
 """
 
 from __future__ import annotations
@@ -229,8 +232,7 @@ class SessionFit:
         return nearest_rotation(total)
 
     def _stage(self, state: FitState, iterations: int, *, betas: bool, offsets: bool,
-               rotation: bool, relative: bool = False,
-               robust: float | None = None) -> FitState:  # fmt: skip
+               rotation: bool, relative: bool = False) -> FitState:  # fmt: skip
         if iterations <= 0:
             return state
         f = self.num_frames
@@ -272,7 +274,7 @@ class SessionFit:
         def closure() -> torch.Tensor:
             opt.zero_grad()
             s = unpack()
-            terms = self.terms(s, rotation=rotation, relative=relative, robust=robust)
+            terms = self.terms(s, rotation=rotation, relative=relative)
             loss = sum(terms.values())
             loss.backward()
             return loss
@@ -283,8 +285,7 @@ class SessionFit:
         return FitState(*(t.detach().clone() for t in
                           (out.rotmats, out.trans, out.betas, out.r_off, out.t_off)))  # fmt: skip
 
-    def terms(self, state: FitState, *, rotation: bool = True, relative: bool = False,
-              robust: float | None = None, body=None) -> dict:  # fmt: skip
+    def terms(self, state: FitState, *, rotation: bool = True, relative: bool = False) -> dict:
         """The objective's terms (scalars): position, rotation (or ``relative``: the rotation of
         each plate since its reference frame, which no constant offset changes), prior, betas,
         offsets."""
@@ -292,11 +293,7 @@ class SessionFit:
         vp, vr = self.virtual(state.rotmats, state.betas, state.trans)
         p, r = vp + (vr @ state.t_off[..., None])[..., 0], vr @ state.r_off
         sp = wt.position_sigma_mm * 1e-3
-        sq = ((p - self.pos) ** 2).sum(-1) / sp**2
-        if robust is not None:  # Geman–McClure: plates beyond ~robust metres stop pulling
-            c2 = (robust / sp) ** 2
-            sq = c2 * sq / (sq + c2)
-        out = {"position": (self.w * sq).sum()}
+        out = {"position": (self.w * ((p - self.pos) ** 2).sum(-1)).sum() / sp**2}
         sr = math.radians(wt.rotation_sigma_deg)
         if rotation:
             ang = rotmat_geodesic_angle(r, self.rot)
@@ -307,8 +304,7 @@ class SessionFit:
             obs = self.rot @ self.rot[self.reference, n].transpose(-1, -2)
             ang = rotmat_geodesic_angle(pred, obs)
             out["rotation"] = (self.w * ang**2).sum() / sr**2
-        if body is None:
-            body = roma.rotmat_to_rotvec(state.rotmats[:, 1:])  # (F, 23, 3)
+        body = roma.rotmat_to_rotvec(state.rotmats[:, 1:])  # (F, 23, 3)
         prior = p.new_zeros(())
         if self.prior is not None and wt.prior > 0:
             prior = wt.prior * self.prior.neg_log_likelihood(body).sum()

@@ -121,9 +121,16 @@ def build_report(fit, state, caps, chosen) -> CalibrationReport:
             "offset_deg": _round(angle[i]),
             "flags": [],
         }
-        if int(seen[i]) < fit.num_frames:
-            plates[n]["flags"].append(f"not seen in {fit.num_frames - int(seen[i])} of "
-                                      f"{fit.num_frames} frames used")  # fmt: skip
+    start = 0
+    for k, (cap, idx) in enumerate(zip(caps, chosen)):
+        part = fit.valid[start : start + len(idx)]
+        start += len(idx)
+        for i, n in enumerate(names):
+            if len(idx) and not bool(part[:, i].any()):
+                plates[n]["flags"].append(
+                    f"not seen in {_short(cap.source or f'capture {k}')} (none of its "
+                    f"{len(idx)} frames used): its offset rests on the other captures"
+                )
     med = float(np.nanmedian([p["residual_mm"] for p in plates.values()]))
     med_r = float(np.nanmedian([p["residual_deg"] for p in plates.values()]))
     for p in plates.values():

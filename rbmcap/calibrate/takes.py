@@ -2,9 +2,12 @@
 
 With the calibration's betas and offsets held, each frame's pose is fitted to the plates (the
 calibration objective with only the poses free, on up to ``max_frames`` frames spread over the
-take). A plate whose residual is far above the others' is flagged inconsistent; a plate whose
-residual steps up and stays up (the best split of the take into a before and an after, the
-after ``SLIP_MM`` worse) is flagged as a slip, with the frame where it happened.
+take). A plate whose residual is far above the others' is flagged inconsistent. A plate whose
+residual *vector* (in its own frame) steps to another constant value mid-take slipped: the
+best split of the take into a before and an after moves the mean residual by at least
+``SLIP_MM`` and by four times the scatter around the two means. A calibration fitted across the
+slip shares the step between both halves, so a vector test finds it where a test of the
+residual's size would see the same size before and after.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import torch
 from rbmcap.calibrate.session import FitWeights, SessionFit
 
 SLIP_MM = 10.0
-"""A rise of the mean position residual by this much (and 3× the before) marks a slip."""
+"""A step of the mean residual vector by this much (mm) can mark a slip."""
 
 
 def check_takes(calib, captures, synth, *, prior=None, max_frames: int = 200,
@@ -54,18 +57,21 @@ def check_takes(calib, captures, synth, *, prior=None, max_frames: int = 200,
         fit.state.r_off, fit.state.t_off = r_off.clone(), t_off.clone()
         st = fit._stage(fit.state, 200, betas=False, offsets=False, rotation=True)
         dp, dr = (x.numpy() for x in fit.residuals(st))
+        with torch.no_grad():
+            p_hat, r_hat = fit.physical(st)
+            vec = (r_hat.transpose(-1, -2) @ (fit.pos - p_hat)[..., None])[..., 0].numpy()
         plates = {}
         for i, n in enumerate(names):
             seen = ~np.isnan(dp[:, i])
             entry = {"residual_mm": _r(np.nanmean(dp[:, i]) if seen.any() else np.nan),
                      "residual_deg": _r(np.nanmean(dr[:, i]) if seen.any() else np.nan),
                      "flags": []}  # fmt: skip
-            slip = _slip(dp[seen, i], idx[seen])
+            slip = _slip(vec[seen, i] * 1000.0, idx[seen])
             if slip is not None:
                 frame, before, after = slip
                 entry["flags"].append(
-                    f"slip: residual rises from {before:.1f} to {after:.1f} mm at frame "
-                    f"{frame} (a strap that moved?)"
+                    f"slip at frame {frame}: the plate's residual changes direction or size "
+                    f"there ({before:.1f} mm before, {after:.1f} mm after; a strap that moved?)"
                 )
             plates[n] = entry
         med = np.nanmedian([p["residual_mm"] for p in plates.values()])
@@ -78,17 +84,25 @@ def check_takes(calib, captures, synth, *, prior=None, max_frames: int = 200,
 
 
 def _slip(res: np.ndarray, frames: np.ndarray) -> tuple[int, float, float] | None:
-    """(frame, mean before, mean after) of the best step up in ``res`` (K,), or None."""
+    """(frame, residual before, residual after) in mm of the best step in the residual vectors
+    ``res`` (K, 3) mm, or None when no step stands out (module docstring)."""
     k = len(res)
     if k < 10:
         return None
-    c = np.concatenate([[0.0], np.cumsum(res)])
+    c = np.concatenate([np.zeros((1, 3)), np.cumsum(res, axis=0)])
+    margin = max(3, k // 10)
     best, where = 0.0, None
-    for s in range(max(3, k // 10), k - max(3, k // 10)):
+    for s in range(margin, k - margin):
         before, after = c[s] / s, (c[k] - c[s]) / (k - s)
-        gain = (after - before) ** 2 * s * (k - s) / k
-        if after - before > SLIP_MM and after > 3 * before and gain > best:
-            best, where = gain, (int(frames[s]), float(before), float(after))
+        step = float(np.linalg.norm(after - before))
+        scatter = np.sqrt(
+            (((res[:s] - before) ** 2).sum() + ((res[s:] - after) ** 2).sum()) / (3 * k)
+        )
+        gain = step**2 * s * (k - s) / k
+        if step > max(SLIP_MM, 4 * scatter) and gain > best:
+            size_b = float(np.linalg.norm(res[:s], axis=1).mean())
+            size_a = float(np.linalg.norm(res[s:], axis=1).mean())
+            best, where = gain, (int(frames[s]), size_b, size_a)
     return where
 
 

@@ -8,7 +8,8 @@ Prints one markdown table: a row per case (a static ``tpose``/``apose``/``sides`
 CMU walk, calibrated from the frames the fit chooses, or ``motion``: the T-pose session
 calibrated from its motion frames only) and per shape (``given``: the subject's betas passed in;
 ``estimated``). Columns: inference MPJPE (mm, network ``standin-rbm14``) on the clean
-plates (the realistic plates without the physical offsets), on the physical plates uncalibrated and calibrated, each over the whole take, the static
+plates (the realistic plates without the physical offsets), on the physical plates
+uncalibrated and calibrated, each over the whole take, the static
 and the motion frames; with a perfect calibration (the true offsets and betas: the floor a fit
 can reach, soft tissue and noise remaining); the worst plate's offset errors (mm, degrees,
 against the placement composed with the applied offset), also ``gauge-free``: with the turn

@@ -569,7 +569,7 @@ def _npz_retype(arr, dtype: str):
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return arr.astype(dtype)
-    except (TypeError, ValueError, OverflowError):
+    except (TypeError, ValueError, OverflowError, RuntimeError):  # numpy: datetime to short text
         return np.array(["x"] * max(arr.size, 1)).astype(dtype if dtype in ("U8", "S8") else "U8")
 
 

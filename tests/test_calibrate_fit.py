@@ -28,9 +28,17 @@ from rbmcap.geometry import rotmat_geodesic_angle
 STATIC, WALK = 60, 180
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """One intra-op thread: the fits are small batches, and on busy cores torch's threads spin."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def session():
-    torch.set_num_threads(1)
     scene = tpose_then_walk(STATIC, WALK, seed=0, key="fit")
     static = replace(scene.capture.frames(0, STATIC), source="static.npz")
     walk = replace(scene.capture.frames(STATIC, STATIC + WALK), source="walk.npz")

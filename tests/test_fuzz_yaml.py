@@ -57,7 +57,7 @@ BVH_NAMES = ["Hips", "LeftHip", "LeftKnee", "LeftAnkle", "Chest", "Head"]
 def _calibration_seed(tmp: Path) -> bytes:
     calib = Calibration(
         betas=np.array([0.12, -0.4, 0.0]),
-        frames=(12, 131),
+        frames=[[0], [12, 40, 131]],
         rotation=np.array([0.0, 0.1, -0.2]),
         translation=np.array([1.0, 2.0, 0.05]),
         plates={
@@ -214,7 +214,7 @@ def test_the_seeds_are_accepted(tmp_path, standin):
         (tmp_path / "j.yaml").write_bytes(seed)
         _read_joint_map(tmp_path / "j.yaml")
     _calibration_seed(tmp_path)
-    assert Calibration.load(tmp_path / "seed_calib.yaml").frames == (12, 131)
+    assert Calibration.load(tmp_path / "seed_calib.yaml").frames == [[0], [12, 40, 131]]
     (tmp_path / "n.yaml").write_bytes(NAMES_SEED)
     assert _read_names(tmp_path / "n.yaml")["S01:Head"] == "head"
 
@@ -421,8 +421,8 @@ def test_calibration_regression_unknown_keys_of_mixed_types_are_a_config_error(t
 
 
 def test_calibration_regression_negative_first_frame_is_a_config_error(tmp_path):
-    text = _calib_text(tmp_path, "frames: [12,", "frames: [-12,")
-    assert "frames: expected two integers 0 ≤ a < b" in _refused(
+    text = _calib_text(tmp_path, "[12, 40, 131]", "[-12, 40, 131]")
+    assert "frames: expected a list per capture of frame indices" in _refused(
         tmp_path, "calibration", text, ConfigError
     )
 

@@ -68,7 +68,7 @@ def calibrate(
             one shipped with rbmcap.
         weights: the objective's scales (:class:`FitWeights`).
         max_frames: most frames chosen per capture.
-        iterations: L-BFGS iterations of the three stages.
+        iterations: L-BFGS iterations of the pose, positions and full stages.
 
     Returns:
         the :class:`Calibration`, with its diagnostics in ``.report``.
@@ -92,6 +92,11 @@ def calibrate(
     state = fit.run(iterations)
     report = build_report(fit, state, caps, chosen)
     check_plausible(report, fit, state)
+    return _calibration(state, report, caps, chosen, names)
+
+
+def _calibration(state, report, caps, chosen, names: list[str]) -> Calibration:
+    """The :class:`Calibration` of a finished fit, with its report."""
     rv = roma.rotmat_to_rotvec(state.r_off).numpy()
     t = state.t_off.numpy()
     plates = {

@@ -30,7 +30,12 @@ from rbmcap.baseline.config import (
     available_configs,
     load_solver_config,
 )
-from rbmcap.baseline.prior import GaussianMixturePrior, fit_pose_prior, load_pose_prior
+from rbmcap.baseline.prior import (
+    GaussianMixturePrior,
+    default_pose_prior,
+    fit_pose_prior,
+    load_pose_prior,
+)
 from rbmcap.baseline.result import ConvergenceRecord, Solution
 from rbmcap.baseline.solver import Solver
 
@@ -44,6 +49,7 @@ __all__ = [
     "SolverConfig",
     "WeightsConfig",
     "available_configs",
+    "default_pose_prior",
     "fit_pose_prior",
     "load_pose_prior",
     "load_solver_config",

@@ -74,7 +74,7 @@ class CalibrationReport:
                 "flags": self.flags()}  # fmt: skip
 
     def __str__(self) -> str:
-        lines = ["frames used: " + ", ".join(f"{n}: {k} of {t}" for n, k, t in self.frames)]
+        lines = ["frames used: " + ", ".join(f"{_short(n)}: {k} of {t}" for n, k, t in self.frames)]
         lines.append(f"{'plate':16s} {'resid mm':>8s} {'deg':>5s} {'offset mm':>9s} {'deg':>6s}"
                      + "".join(f"  {_short(c):>24s}" for c in self.takes))  # fmt: skip
         for n, p in self.plates.items():

@@ -22,7 +22,13 @@ from rbmcap.calibrate.file import Calibration, PlateOffset
 from rbmcap.calibrate.frames import FrameSpec, select_frames
 from rbmcap.calibrate.report import build_report, check_plausible
 from rbmcap.calibrate.session import FitWeights, SessionFit
-from rbmcap.calibrate.start import check_pairs, leg_plates, side_pairs, swapped_pairs
+from rbmcap.calibrate.start import (
+    check_pairs,
+    leg_plates,
+    side_pairs,
+    swapped_pairs,
+    upright_rotation,
+)
 from rbmcap.errors import DataError
 
 
@@ -104,7 +110,7 @@ def _calibration(state, report, caps, chosen, names: list[str]) -> Calibration:
                        report.plates[n]["residual_deg"])
         for i, n in enumerate(names)
     }  # fmt: skip
-    root_rot = state.rotmats[0, 0] @ _upright().T
+    root_rot = state.rotmats[0, 0] @ upright_rotation().T
     calib = Calibration(
         betas=state.betas.numpy().copy(),
         frames=[[int(i) for i in c] for c in chosen],
@@ -141,14 +147,8 @@ def _check_sides(fit: SessionFit, names: list[str], root: int) -> None:
     with torch.no_grad():
         st = fit.state
         eye = torch.eye(3, dtype=torch.float64).expand(24, 3, 3).clone()
-        eye[0] = _upright()
+        eye[0] = upright_rotation()
         rest, _ = fit.virtual(eye[None], st.betas, torch.zeros(1, 3, dtype=torch.float64))
     pairs = side_pairs(names)
     swaps = swapped_pairs(rest[0], fit.pos, fit.valid, pairs, leg_plates(rest[0], root), root)
     check_pairs(names, swaps)
-
-
-def _upright() -> torch.Tensor:
-    from rbmcap.calibrate.start import upright_rotation
-
-    return upright_rotation()

@@ -37,7 +37,13 @@ import torch
 
 from rbmcap.baseline.init import dominant_joints
 from rbmcap.baseline.objective import compose_rotmats
-from rbmcap.calibrate.start import headings, mean_translation, upright_rotation
+from rbmcap.calibrate.start import (
+    headings,
+    leg_plates,
+    mean_translation,
+    side_pairs,
+    upright_rotation,
+)
 from rbmcap.geometry.registration import nearest_rotation
 from rbmcap.geometry.rotations import rotmat_geodesic_angle
 from rbmcap.markers.plates import plate_frames
@@ -176,8 +182,6 @@ class SessionFit:
     # ----------------------------------------------------------------------------- start
     def _start(self, betas: torch.Tensor) -> FitState:
         """Rest pose turned to each frame's heading, placed on the plates; zero offsets."""
-        from rbmcap.calibrate.start import leg_plates, side_pairs
-
         n, f = self.pos.shape[1], self.num_frames
         up = upright_rotation()
         eye = torch.eye(3, dtype=torch.float64)

@@ -42,6 +42,20 @@ def _seeded_global_rngs():
     torch.manual_seed(0)
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module (``pytestmark = pytest.mark.usefixtures("one_thread")``):
+    solves and fits are small batches, where torch's thread pool costs more than it gives, and on
+    busy cores its threads spin (~10× slower). The count is restored after the module, so no
+    other test sees it."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def standin():
     """The neutral stand-in body (built into the session's private cache)."""

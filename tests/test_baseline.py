@@ -21,14 +21,7 @@ from rbmcap.errors import ConfigError, DataError, FormatError
 FRAMES = 30
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Solver tests run single-threaded: their tensors are small, and on a busy machine
-    intra-op threads fighting other processes make them ~10× slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -28,13 +28,7 @@ from rbmcap.geometry import rotmat_geodesic_angle
 STATIC, WALK = 60, 180
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """One intra-op thread: the fits are small batches, and on busy cores torch's threads spin."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

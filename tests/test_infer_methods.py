@@ -25,14 +25,7 @@ FRAMES = 40
 SOLVER_ITERATIONS = "60"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: these solves are small batches, where torch's thread pool costs more
-    than it gives, and on busy cores its threads spin."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -222,6 +222,12 @@ class SessionFit:
         self.state = best
         return best
 
+    def fit_poses(self, iterations: int = 200) -> FitState:
+        """Each frame's pose with the shape and offsets of the current state held (every residual
+        on); returns and keeps the state."""
+        self.state = self._stage(self.state, iterations, betas=False, offsets=False, rotation=True)
+        return self.state
+
     def energy(self, state: FitState) -> float:
         """The objective's value at ``state``."""
         with torch.no_grad():

@@ -55,7 +55,7 @@ def check_takes(calib, captures, synth, *, prior=None, max_frames: int = 200,
         fit = SessionFit(synth, cap.pos[idx], cap.rot[idx], cap.valid[idx], prior=prior,
                          weights=weights or FitWeights(), betas=calib.betas)  # fmt: skip
         fit.state.r_off, fit.state.t_off = r_off.clone(), t_off.clone()
-        st = fit._stage(fit.state, 200, betas=False, offsets=False, rotation=True)
+        st = fit.fit_poses(200)
         dp, dr = (x.numpy() for x in fit.residuals(st))
         with torch.no_grad():
             p_hat, r_hat = fit.physical(st)

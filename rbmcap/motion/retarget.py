@@ -16,6 +16,18 @@ the BVH's joints are framed or how many helper joints it has:
    pose by definition: Q_j = B_k(ref)ᵀ · F, with F the body's facing at that frame (the pelvis
    fit above on that frame's world-space joint positions). It suits rigs whose zero-rotation
    rest is no pose at all (bone-aligned joint axes), as long as the file holds such a frame.
+   A map with ``alignment: motion`` needs neither a usable rest nor a T-pose frame, and reads
+   the alignment from the motion itself: the pelvis from the up and left-right directions of
+   the joint positions in every frame; every other segment's bone direction from where its
+   mapped child lies in the BVH joint's own frame (constant in a rigid rig), and its twist
+   about that bone from the plane the limb bends in where the bone ends in a hinge (thigh and
+   upper arm: the knee and the elbow flex about SMPL's x and ∓y axes), and elsewhere, where
+   positions cannot show it, as the one that makes the motion's local rotations smallest on
+   average (chordal), solved joint by joint in closed form. The rig's neutral twist then
+   becomes SMPL's where the motion's average pose is neutral. Joints the map lists as
+   ``neutral`` take no bone direction: their whole alignment is the motion's average pose (for
+   bones whose joints sit elsewhere than SMPL's, e.g. a head joint straight above the neck
+   joint where SMPL's sits 35° forward).
 3. Per frame the SMPL global rotation is G_j = C · B_k · Q_j, with B_k the BVH joint's global
    rotation and C the turn from the BVH's world (Y up unless the map says Z) to rbmcap's Z-up world.
    A map's ``first_frame`` then keeps the file's first frame, drops it (a prepended T-pose), or
@@ -51,10 +63,24 @@ from rbmcap.motion.smpl_motion import SMPLMotion
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
 DEFAULT_JOINT_MAP = "cmu"
-_MAP_SCALARS = {"name": None, "up_axis": "y", "reference_frame": None, "first_frame": "keep"}
+_MAP_SCALARS = {
+    "name": None, "up_axis": "y", "reference_frame": None, "first_frame": "keep",
+    "alignment": "rest",
+}
 """A joint map's single-valued keys and their defaults (name: the file's stem)."""
 FLOOR_MODES = ("contacts", "constant", "bvh")
 FIRST_FRAME_MODES = ("keep", "drop", "drop_if_tpose")
+ALIGNMENTS = ("rest", "motion")
+_ALIGN_FRAMES = 400  # at most this many frames (evenly spaced) feed the motion alignment
+_ALIGN_SWEEPS = 6
+# Segments ending in a hinge: SMPL joint → (the hinge joint, the axis (in the segment's SMPL rest
+# frame) that its bone × the next bone points along when the hinge flexes).
+_HINGES = {
+    "left_hip": ("left_knee", (1.0, 0.0, 0.0)),
+    "right_hip": ("right_knee", (1.0, 0.0, 0.0)),
+    "left_shoulder": ("left_elbow", (0.0, -1.0, 0.0)),
+    "right_shoulder": ("right_elbow", (0.0, 1.0, 0.0)),
+}
 TPOSE_MAX_DEG = 20.0  # a T-pose frame: every body joint this close to SMPL's rest pose
 CONTACT_SPEED = 0.2  # m/s: a supporting foot slower than this is planted
 _INDEX = {name: i for i, name in enumerate(SMPL_JOINT_NAMES)}
@@ -78,6 +104,10 @@ class JointMap:
             a frame of the file in which the subject holds SMPL's T-pose (module docstring).
         first_frame: 'keep' the file's first frame, 'drop' it (a prepended T-pose), or
             'drop_if_tpose': drop it only where it retargets to a T-pose.
+        alignment: 'rest' (the rest pose, or ``reference_frame`` where one is named) or
+            'motion' (read from the motion itself; module docstring, step 2).
+        neutral: with ``alignment: motion``, mapped SMPL joints aligned on the motion's average
+            pose alone, without their bone's direction.
         direction_only: mapped SMPL joints that only give their parent's bone its direction
             and take no rotation of their own (their local rotation stays zero): for rig bones
             whose neutral pose differs from SMPL's in a way the rest pose cannot tell.
@@ -90,7 +120,9 @@ class JointMap:
     up_axis: str = "y"
     reference_frame: int | None = None
     first_frame: str = "keep"
+    alignment: str = "rest"
     direction_only: tuple[str, ...] = ()
+    neutral: tuple[str, ...] = ()
     path: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -113,6 +145,18 @@ class JointMap:
         loose = [j for j in self.direction_only if j not in self.joints or j == "pelvis"]
         if loose:
             raise ConfigError(f"{where}: direction_only names unmapped joint(s) {', '.join(loose)}")
+        if self.alignment not in ALIGNMENTS:
+            raise ConfigError(
+                f"{where}: alignment must be one of {', '.join(ALIGNMENTS)}, "
+                f"got {self.alignment!r}"
+            )
+        if self.alignment == "motion" and ref is not None:
+            raise ConfigError(f"{where}: alignment 'motion' takes no reference_frame")
+        loose = [j for j in self.neutral if j not in self.joints or j == "pelvis"]
+        if loose:
+            raise ConfigError(f"{where}: neutral names unmapped joint(s) {', '.join(loose)}")
+        if self.neutral and self.alignment != "motion":
+            raise ConfigError(f"{where}: neutral joints need alignment: motion")
         if self.first_frame not in FIRST_FRAME_MODES:
             raise ConfigError(
                 f"{where}: first_frame must be one of {', '.join(FIRST_FRAME_MODES)}, "
@@ -143,9 +187,12 @@ class JointMap:
                 raise ConfigError(
                     f"{path}: {key}: expected a single value, got {short_repr(value)}"
                 )
-        only = data.get("direction_only") or []
-        if not isinstance(only, list) or not all(isinstance(j, str) for j in only):
-            raise ConfigError(f"{path}: direction_only: expected a list of SMPL joint names")
+        lists = {}
+        for key in ("direction_only", "neutral"):
+            names = data.get(key) or []
+            if not isinstance(names, list) or not all(isinstance(j, str) for j in names):
+                raise ConfigError(f"{path}: {key}: expected a list of SMPL joint names")
+            lists[key] = tuple(names)
         return cls(
             name=str(scalars["name"] if scalars["name"] is not None else path.stem),
             joints=dict(joints),
@@ -153,7 +200,9 @@ class JointMap:
             up_axis=str(scalars["up_axis"]).lower(),
             reference_frame=scalars["reference_frame"],
             first_frame=str(scalars["first_frame"]),
-            direction_only=tuple(only),
+            alignment=str(scalars["alignment"]),
+            direction_only=lists["direction_only"],
+            neutral=lists["neutral"],
             path=str(path),
         )
 
@@ -265,7 +314,13 @@ def _retarget_arrays(
     bvh_rest = bvh.rest_positions() * units
     b_rot, b_pos = bvh.global_transforms()
     world = _world_from_bvh(joint_map.up_axis)
-    align = _alignment(joint_map.reference_frame, mapped, smpl_rest, bvh_rest, b_rot, b_pos * units)
+    if joint_map.alignment == "motion":
+        neutral = {_INDEX[j] for j in joint_map.neutral}
+        align = _motion_alignment(mapped, smpl_rest, b_rot, b_pos * units, world, neutral)
+    else:
+        align = _alignment(
+            joint_map.reference_frame, mapped, smpl_rest, bvh_rest, b_rot, b_pos * units
+        )
     globals_ = _smpl_global_rotations(mapped, align, world, torch.from_numpy(b_rot))
     poses = roma.rotmat_to_rotvec(global_to_local(globals_)).numpy()
     poses[:, [_INDEX[j] for j in joint_map.direction_only]] = 0.0
@@ -406,6 +461,84 @@ def _alignment(
     for j, k in mapped.items():
         q[j] = ref[k].T @ facing
     return q
+
+
+def _motion_alignment(
+    mapped: dict[int, int],
+    smpl_rest: np.ndarray,
+    b_rot: np.ndarray,
+    b_pos: np.ndarray,
+    world: torch.Tensor,
+    neutral: set[int] = frozenset(),
+) -> torch.Tensor:
+    """(24, 3, 3) Q_j read from the motion (module docstring, step 2, ``alignment: motion``),
+    from the BVH's global rotations ``b_rot`` (T, J, 3, 3) and positions ``b_pos`` (T, J, 3) m;
+    the joints in ``neutral`` are aligned on the average pose alone."""
+    frames = np.unique(np.linspace(0, len(b_rot) - 1, min(len(b_rot), _ALIGN_FRAMES)).astype(int))
+    rot = torch.from_numpy(b_rot[frames])
+    pos = b_pos[frames]
+    q = torch.eye(3, dtype=torch.float64).repeat(24, 1, 1)
+    facing = torch.stack([_pelvis_fit(_bone_pairs(mapped, smpl_rest, p)) for p in pos])
+    q[0] = roma.special_procrustes((rot[:, mapped[0]].transpose(-1, -2) @ facing).sum(0))
+    order = [j for j in range(1, 24) if j in mapped]
+    above = {j: _nearest_mapped_ancestor(j, mapped) for j in order}
+    below = {j: [c for c in order if above[c] == j] for j in [0, *order]}
+
+    def local_bone(j: int, a: int, b: int) -> torch.Tensor:
+        """(F, 3) the bone from mapped joint a to b in BVH joint mapped[j]'s frame."""
+        bone = torch.from_numpy(pos[:, mapped[b]] - pos[:, mapped[a]])
+        return (rot[:, mapped[j]].transpose(-1, -2) @ bone[..., None]).squeeze(-1)
+
+    axes: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    hinged: set[int] = set()
+    for j in order:
+        target = _next_mapped_on_chain(j, mapped)
+        if target is None or j in neutral:
+            continue
+        bone = local_bone(j, j, target)
+        d_b = bone.sum(0)
+        d_s = torch.from_numpy(smpl_rest[target] - smpl_rest[j])
+        if d_b.norm() < 1e-9 or d_s.norm() < 1e-9:
+            continue
+        axes[j] = (rotation_between(d_s, d_b), d_s / d_s.norm())
+        hinge = _HINGES.get(SMPL_JOINT_NAMES[j])
+        after = _next_mapped_on_chain(target, mapped) if hinge else None
+        if hinge and _INDEX[hinge[0]] == target and after is not None:
+            nxt = local_bone(j, target, after)
+            bend = torch.linalg.cross(bone, nxt).mean(0)
+            bend = bend - (bend @ d_b) * d_b / (d_b @ d_b)
+            # a mean flexion of a few degrees is enough to show the plane
+            if bend.norm() > 0.05 * bone.norm(dim=-1).mean() * nxt.norm(dim=-1).mean():
+                src = torch.stack([d_s / d_s.norm(), torch.tensor(hinge[1], dtype=d_s.dtype)])
+                dst = torch.stack([d_b / d_b.norm(), bend / bend.norm()])
+                q[j] = roma.rigid_vectors_registration(
+                    src, dst, weights=torch.tensor([10.0, 1.0], dtype=d_s.dtype)
+                )
+                hinged.add(j)
+    world_rot = world @ rot  # (F, J, 3, 3): C · B_k
+    glob = world_rot[:, [mapped.get(j, 0) for j in range(24)]] @ q
+    for _ in range(_ALIGN_SWEEPS):
+        for j in (j for j in order if j not in hinged):
+            w = world_rot[:, mapped[j]]
+            near = glob[:, above[j]] + sum(glob[:, c] for c in below[j])
+            x = (w.transpose(-1, -2) @ near).sum(0)  # maximise tr(xᵀ Q_j)
+            if j in axes:
+                q0, d = axes[j]
+                y = q0.T @ x
+                cos_part = torch.trace(y) - d @ y @ d
+                sin_part = torch.trace(y.T @ _skew(d))
+                phi = torch.atan2(sin_part, cos_part)
+                q[j] = q0 @ roma.rotvec_to_rotmat(d * phi)
+            else:
+                q[j] = roma.special_procrustes(x)
+            glob[:, j] = w @ q[j]
+    return q
+
+
+def _skew(v: torch.Tensor) -> torch.Tensor:
+    """(3, 3) cross-product matrix of ``v`` (3,)."""
+    x, y, z = v.tolist()
+    return torch.tensor([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]], dtype=v.dtype)
 
 
 def _rest_alignment(

@@ -133,6 +133,21 @@ def test_hybrid_budget_fits_a_fifth_of_the_baseline_time():
     assert hybrid_budget(base, net, 0.01, 0.85) == 1
 
 
+def test_hybrid_budget_leaves_out_the_solvers_first_iteration_set_up():
+    """A first iteration that costs 13.5 ms/frame of set-up, then 0.1 ms/frame an iteration:
+    the hybrid's fifth of 40 ms/frame holds tens of iterations, not one."""
+    from rbmcap.evaluation.methods import hybrid_budget
+    from rbmcap.evaluation.results import MethodResult
+
+    base = MethodResult("baseline_6dof", "b", iterations=200, converged_ms_per_frame=40.0)
+    base.convergence = [{"iterations": [0, 1, 2, 5, 10, 20, 50, 100],
+                         "ms_per_frame": [0.1, 13.6, 13.7, 14.0, 14.5, 15.5, 18.5, 23.5]}]
+    net = MethodResult("network", "n", seconds=0.0005, frames=1)  # 0.5 ms/frame
+    # 0.85 * 0.2 * 40 - 0.5 = 6.3 ms: the first iteration (0.1 ms without its set-up), then
+    # 0.1 ms each
+    assert hybrid_budget(base, net, 0.2, 0.85) == 63
+
+
 def test_oracle_start_scales_the_network_error():
     import numpy as np
     import roma

@@ -234,7 +234,7 @@ def test_bvh_whose_joints_the_map_does_not_cover_raises_format_error(tmp_path, k
     with pytest.raises(
         FormatError, match=r"mixamo\.bvh: joint map 'cmu' needs BVH joint\(s\) Hips"
     ):
-        retarget_bvh(read_bvh(tmp_path / "mixamo.bvh"))  # the default CMU map
+        retarget_bvh(read_bvh(tmp_path / "mixamo.bvh"), "cmu")
 
 
 def test_joint_map_errors_are_config_errors(tmp_path):

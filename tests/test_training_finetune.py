@@ -38,27 +38,29 @@ def test_init_from_starts_a_fresh_run_from_the_weights(tmp_path, tiny_dataset, m
         train(other, tmp_path / "run3")
 
 
-def test_the_fine_tuning_experiment_always_has_a_start():
-    """experiment=cpu_real_ft must never train from scratch: a ``???`` there would merge away
-    into train.yaml's null and leave init_from unset."""
-    assert _compose("experiment=cpu_real_ft").init_from == "standin-rbm14"
-    assert _compose("experiment=cpu_real_ft", "init_from=x.ckpt").init_from == "x.ckpt"
+def test_no_experiment_starts_from_a_checkpoint():
+    """Every experiment trains from scratch: none defaults to init_from (which would make a
+    shipped model the product of its own next stage), and the shipped ones compose."""
+    names = sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
+    assert {"standin_rbm14", "standin_rbm14_stream"} <= set(names)
+    for name in names:
+        assert _compose(f"experiment={name}").init_from is None, name
 
 
 def test_init_from_resolves_a_shipped_model(standin, caplog):
-    cfg = _compose("experiment=cpu_real")
+    cfg = _compose("experiment=standin_rbm14", "features=kinematic")
     model = build_model(cfg, standin, configured_markers(cfg))
     before = {k: v.clone() for k, v in model.state_dict().items()}
     with caplog.at_level("WARNING", logger="rbmcap.train"):
         load_initial_weights(model, "standin-rbm14")
     changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
     assert len(changed) > 10
-    # the shipped model reads anchored features, cpu_real kinematic ones: the run says so
+    # the shipped model reads anchored features, this run kinematic ones: the run says so
     assert "trained on anchored features; this run uses kinematic" in caplog.text
     caplog.clear()
-    cfg = _compose("experiment=cpu_real_anchored")
+    cfg = _compose("experiment=standin_rbm14")
     with caplog.at_level("WARNING", logger="rbmcap.train"):
-        load_initial_weights(build_model(cfg, standin, configured_markers(cfg)), cfg.init_from)
+        load_initial_weights(build_model(cfg, standin, configured_markers(cfg)), "standin-rbm14")
     assert "features" not in caplog.text
 
 

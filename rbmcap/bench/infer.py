@@ -23,13 +23,13 @@ import torch
 
 STREAM_CHECKPOINT = "standin-rbm14-stream"
 """The causal model timed unless a checkpoint is given."""
-STREAM_EXPERIMENT = "cpu_real_stream"
+STREAM_EXPERIMENT = "standin_rbm14_stream"
 """The experiment (``conf/experiment``) of the untrained ``kinematic`` comparison."""
 
 
 def network_predictor(ckpt: str | None = None, overrides: tuple[str, ...] = ()):
     """A :class:`Predictor` for ``ckpt``, or for the training configuration composed with these
-    Hydra ``overrides`` (e.g. ``("experiment=cpu_real_stream",)``), untrained."""
+    Hydra ``overrides`` (e.g. ``("experiment=standin_rbm14_stream",)``), untrained."""
     from rbmcap.inference import Predictor
 
     if ckpt:

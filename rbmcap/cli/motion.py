@@ -66,8 +66,9 @@ def _add_from_bvh(cmds: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--joint-map",
-        default="cmu",
-        help="joint map YAML or a name under conf/joint_maps (default: cmu)",
+        default="auto",
+        help="joint map YAML, a name under conf/joint_maps, or auto (default): recognise the "
+        "rig by its joint names; for an unknown rig a drafted map is written to fill in",
     )
     p.add_argument("--fps", type=float, default=60.0, help="output frame rate (default 60)")
     p.add_argument(
@@ -89,6 +90,13 @@ def _add_from_bvh(cmds: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dataset", default=None, help="folder input: sub-dataset name (default: the folder's)"
     )
+    p.add_argument(
+        "--subject-pattern",
+        default=None,
+        metavar="REGEX",
+        help="folder input: a regular expression whose (?P<subject>...) group names each "
+        "clip's subject (the unit --split holds out), for clips that name no actor",
+    )
     p.set_defaults(func=_from_bvh)
 
 
@@ -103,13 +111,25 @@ def _body(spec: str | None, gender: str = "neutral"):
 def _from_bvh(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from rbmcap.errors import DataError
     from rbmcap.motion.retarget import bvh_to_motion
+    from rbmcap.motion.rigs import UnknownRigError, write_template
 
-    if Path(args.file).is_dir():
-        return _from_bvh_folder(args)
-    motion = bvh_to_motion(
-        args.file, args.joint_map, fps=args.fps, floor=args.floor, body=_body(args.model)
-    )
+    try:
+        if Path(args.file).is_dir():
+            return _from_bvh_folder(args)
+        motion = bvh_to_motion(
+            args.file, args.joint_map, fps=args.fps, floor=args.floor, body=_body(args.model)
+        )
+    except UnknownRigError as exc:
+        out = Path(args.out)
+        folder = out if Path(args.file).is_dir() else out.parent
+        stem = Path(str(exc).split(":", 1)[0]).stem
+        path = write_template(exc, folder / f"{stem}.joint_map.yaml")
+        raise DataError(
+            f"{exc}; wrote a drafted joint map to check and fill in: {path} "
+            f"(then pass --joint-map {path})"
+        ) from None
     path = motion.save(args.out)
     print(f"{path}: {motion.num_frames} frames at {motion.fps:g} fps ({motion.duration_s:.1f} s)")
     return 0
@@ -132,6 +152,7 @@ def _from_bvh_folder(args: argparse.Namespace) -> int:
     lists = build_motion_folder(
         args.file, args.out, args.joint_map, splits=splits, dataset=args.dataset,
         fps=args.fps, floor=args.floor, body=_body(args.model), progress=progress,
+        subject_pattern=args.subject_pattern,
     )  # fmt: skip
     counts = ", ".join(f"{len(v)} {k}" for k, v in lists.items())
     print(f"{args.out}: wrote {sum(map(len, lists.values()))} motions ({counts}) and splits/")

@@ -21,8 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     pk = verbs.add_parser("pack", help="strip a training checkpoint and ship it under a name")
     pk.add_argument("ckpt", help="checkpoint written by rbmcap-train")
     pk.add_argument("--name", required=True, help="name to ship it under")
-    pk.add_argument("--command", required=True, help="the command that trained it (card)")
-    pk.add_argument("--trained-on", required=True, help="what it was trained on (card)")
+    pk.add_argument("--command", default=None,
+                    help="the command that trained it (default: the one the checkpoint "
+                    "records)")  # fmt: skip
+    pk.add_argument("--trained-on", default=None,
+                    help="what it was trained on (default: the data recipe the checkpoint "
+                    "records)")  # fmt: skip
     pk.add_argument("--out-dir", default=None, help="folder (default: the package's)")
     pk.set_defaults(func=_pack)
 

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import yaml
 
+from rbmcap.errors import DataError
 from rbmcap.paths import pretrained_dir, pretrained_names, resolve_checkpoint
 
 __all__ = ["pretrained_dir", "pretrained_names", "resolve_checkpoint"]
@@ -74,9 +75,35 @@ def check_accuracy(predictor) -> dict[str, float]:
     return result
 
 
+RUN_KEY = "rbmcap_run"  # rbmcap.training.callbacks.RunRecord
+
+
+def card_from_run(run: dict | None) -> dict:
+    """A card's ``command``, ``trained_on`` and ``data`` from a checkpoint's run record (empty
+    for a checkpoint without one)."""
+    if not run:
+        return {}
+    data = run.get("data") or {}
+    parts = [f"{data.get('body')} body, {data.get('markers')} plates, {data.get('realism')} "
+             "realism"]  # fmt: skip
+    proc = data.get("procedural")
+    if proc:
+        parts.append(f"{proc['num']} procedural motions (seed {proc['seed']}, "
+                     f"{proc['subjects'] or 'automatic'} body shapes)")  # fmt: skip
+    for real in data.get("real") or []:
+        held = ", ".join(f"{k} {v}" for k, v in real.get("splits", {}).items())
+        parts.append(f"real clips of {real['dir']} ({real['joint_map']} map; held out: {held})")
+    command = run.get("command") or ""
+    if command:
+        command = f"OMP_NUM_THREADS=1 {command}"
+    return {"command": command, "trained_on": "; ".join(parts), "data": data}
+
+
 def pack_checkpoint(src: str | Path, name: str, card: dict, out_dir: str | Path | None = None):
     """Write ``NAME.ckpt`` (``src`` without optimiser and loop state) and ``NAME.yaml`` (``card``
     plus ``check``: the accuracy measured here) into ``out_dir`` (default: the package's folder).
+    The card's ``command``, ``trained_on`` and ``data`` come from the checkpoint's run record
+    (:func:`card_from_run`) where ``card`` does not give them.
 
     Returns:
         (checkpoint path, the card written).
@@ -87,13 +114,18 @@ def pack_checkpoint(src: str | Path, name: str, card: dict, out_dir: str | Path 
     folder = Path(out_dir) if out_dir is not None else pretrained_dir()
     folder.mkdir(parents=True, exist_ok=True)
     full = torch.load(resolve_checkpoint(src), map_location="cpu", weights_only=True)
-    keep = ("state_dict", "hyper_parameters", "hparams_name", "pytorch-lightning_version")
+    keep = ("state_dict", "hyper_parameters", "hparams_name", "pytorch-lightning_version",
+            RUN_KEY)  # fmt: skip
     slim = {k: full[k] for k in keep if k in full}
+    card = {**card_from_run(full.get(RUN_KEY)), **{k: v for k, v in card.items() if v}}
+    for key in ("command", "trained_on"):
+        if not card.get(key):
+            raise DataError(f"{src}: the checkpoint records no {key.replace('_', ' ')} (trained "
+                            f"before rbmcap kept it): give the card's {key}")  # fmt: skip
     slim["epoch"], slim["global_step"] = full.get("epoch", 0), full.get("global_step", 0)
     dst = folder / f"{name}.ckpt"
     with atomic_path(dst) as tmp:
         torch.save(slim, tmp)
-    card = dict(card)
     card["check"] = {"realism": CHECK_REALISM, "frames": CHECK_FRAMES,
                      "mpjpe_mm": check_accuracy(Predictor.from_checkpoint(dst))}  # fmt: skip
     card["size_mb"] = round(dst.stat().st_size / 2**20, 2)

@@ -7,7 +7,7 @@ path runs the whole frame (features, the GRU step, decoding with the running bet
 fit's running sums) as one TorchScript trace recorded on the first frame: the same operations on
 the same values (outputs are bit-identical to the eager ones), without Python between them,
 frozen (constants folded) and without the trace's slices of whole dimensions
-(:func:`drop_whole_slices`: 79 of the ~320 operations of the ``cpu_real_stream``
+(:func:`drop_whole_slices`: 79 of the ~320 operations of the ``standin_rbm14_stream``
 configuration's frame). The ``compiled`` backend goes further: the same step exported and
 compiled ahead of time into native code (:mod:`rbmcap.inference.compiled`; about a minute once per
 model, then cached), with no interpreter between the operations. Measured figures:

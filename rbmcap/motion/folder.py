@@ -7,7 +7,10 @@ relative to ``OUT`` a line.
 
 * **Subjects.** A ``clips.csv`` beside the clips with ``clip`` and ``subject`` columns names
   each clip's subject; without one, the subject is the file name up to its first ``_`` (CMU's
-  naming: ``002_01`` is subject 2). Numeric subjects are written with two digits (``02``).
+  naming: ``002_01`` is subject 2), or the group ``subject`` of a ``subject_pattern`` regular
+  expression matched against the file name (for a dataset that names no actor, whatever whole
+  unit is to be held out: Bandai's style, ``dataset-1_walk_(?P<subject>[^_]+)_001``). Numeric
+  subjects are written with two digits (``02``).
 * **Splits** go by whole subjects, so no subject's motion is in two splits: ``splits`` maps a
   subject to ``val`` or ``test``; every other subject trains. For the shared CMU clips on the
   iClone rig (``shared/data/cmu-iclone``) the recommended split is ``{"2": "test", "3": "val"}``:
@@ -23,12 +26,14 @@ relative to ``OUT`` a line.
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.motion.amass import SPLITS, merge_split_lists
 from rbmcap.motion.retarget import JointMap, bvh_to_motion
+from rbmcap.motion.rigs import AUTO
 
 CLIPS_TABLE = "clips.csv"
 
@@ -39,10 +44,17 @@ def subject_key(subject: str) -> str:
     return f"{int(subject):02d}" if subject.isdigit() else subject
 
 
-def clip_subjects(folder: str | Path) -> dict[str, str]:
+def clip_subjects(folder: str | Path, subject_pattern: str | None = None) -> dict[str, str]:
     """Clip file stem → subject folder name, for every ``*.bvh`` in ``folder`` (module
-    docstring: from ``clips.csv`` where it names the clip, else the name's prefix)."""
+    docstring: from ``clips.csv`` where it names the clip, else from ``subject_pattern``'s
+    ``subject`` group where given, else the name's prefix).
+
+    Raises:
+        ConfigError: ``subject_pattern`` is no regular expression with a ``subject`` group.
+        DataError: a clip's name does not match ``subject_pattern``.
+    """
     folder = Path(folder)
+    pattern = _subject_regex(subject_pattern) if subject_pattern else None
     table: dict[str, str] = {}
     csv_path = folder / CLIPS_TABLE
     if csv_path.is_file():
@@ -50,10 +62,28 @@ def clip_subjects(folder: str | Path) -> dict[str, str]:
             for row in csv.DictReader(fh):
                 if row.get("clip") and row.get("subject"):
                     table[row["clip"].strip()] = subject_key(row["subject"])
-    return {
-        p.stem: table.get(p.stem, subject_key(p.stem.split("_", 1)[0]))
-        for p in sorted(folder.glob("*.bvh"))
-    }
+    out = {}
+    for p in sorted(folder.glob("*.bvh")):
+        if p.stem in table:
+            out[p.stem] = table[p.stem]
+        elif pattern is not None:
+            match = pattern.fullmatch(p.stem)
+            if match is None:
+                raise DataError(f"{p}: the name does not match subject_pattern {pattern.pattern!r}")
+            out[p.stem] = subject_key(match.group("subject"))
+        else:
+            out[p.stem] = subject_key(p.stem.split("_", 1)[0])
+    return out
+
+
+def _subject_regex(pattern: str) -> re.Pattern:
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"subject_pattern {pattern!r}: {exc}") from None
+    if "subject" not in regex.groupindex:
+        raise ConfigError(f"subject_pattern {pattern!r} has no (?P<subject>...) group")
+    return regex
 
 
 def build_motion_folder(
@@ -66,6 +96,7 @@ def build_motion_folder(
     fps: float = 60.0,
     floor: str = "contacts",
     body=None,
+    subject_pattern: str | None = None,
     progress: Callable[[int, int, Path], None] | None = None,
 ) -> dict[str, list[str]]:
     """Retarget every ``*.bvh`` in ``source`` into the motions folder ``out`` (module docstring).
@@ -73,12 +104,15 @@ def build_motion_folder(
     Args:
         source: folder of BVH clips (and optionally ``clips.csv``).
         out: the motions folder; created, or added to.
-        joint_map: the clips' joint map (a :class:`JointMap`, a YAML path or a map name).
+        joint_map: the clips' joint map (a :class:`JointMap`, a YAML path, a map name, or
+            'auto': recognised per clip, :mod:`rbmcap.motion.rigs`).
         splits: subject → 'val' or 'test' (any other subject trains); default all train.
         dataset: the sub-dataset folder name; default ``source``'s name.
         fps: frame rate of the written motions.
         floor: see :func:`rbmcap.motion.retarget.retarget_bvh`.
         body: body model receiving the motion (default the stand-in).
+        subject_pattern: a regular expression whose ``subject`` group names a clip's subject
+            (module docstring).
         progress: called with (index, count, path) after each file.
 
     Returns:
@@ -90,12 +124,12 @@ def build_motion_folder(
     source, out = Path(source), Path(out)
     if not source.is_dir():
         raise FileNotFoundError(2, "No such folder", str(source))
-    subjects = clip_subjects(source)
+    subjects = clip_subjects(source, subject_pattern)
     if not subjects:
         raise DataError(f"{source}: no .bvh files found")
     split_of = _subject_splits(splits or {})
     dataset = dataset or source.name
-    if not isinstance(joint_map, JointMap):
+    if not isinstance(joint_map, JointMap) and str(joint_map) != AUTO:
         joint_map = JointMap.load(joint_map)
     lists: dict[str, list[str]] = {s: [] for s in SPLITS}
     for i, (clip, subject) in enumerate(subjects.items()):

@@ -27,7 +27,8 @@ the BVH's joints are framed or how many helper joints it has:
    becomes SMPL's where the motion's average pose is neutral. Joints the map lists as
    ``neutral`` take no bone direction: their whole alignment is the motion's average pose (for
    bones whose joints sit elsewhere than SMPL's, e.g. a head joint straight above the neck
-   joint where SMPL's sits 35° forward).
+   joint where SMPL's sits 35° forward); a ``neutral`` pelvis takes its up direction from the
+   average torso (pelvis to neck) instead of its bone to the first spine joint.
 3. Per frame the SMPL global rotation is G_j = C · B_k · Q_j, with B_k the BVH joint's global
    rotation and C the turn from the BVH's world (Y up unless the map says Z) to rbmcap's Z-up world.
    A map's ``first_frame`` then keeps the file's first frame, drops it (a prepended T-pose), or
@@ -62,7 +63,7 @@ from rbmcap.motion.rotations import rotation_between, rotmat_slerp_pairwise
 from rbmcap.motion.smpl_motion import SMPLMotion
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
-DEFAULT_JOINT_MAP = "cmu"
+DEFAULT_JOINT_MAP = "auto"  # recognised by the joint names (rbmcap.motion.rigs)
 _MAP_SCALARS = {
     "name": None, "up_axis": "y", "reference_frame": None, "first_frame": "keep",
     "alignment": "rest",
@@ -152,7 +153,7 @@ class JointMap:
             )
         if self.alignment == "motion" and ref is not None:
             raise ConfigError(f"{where}: alignment 'motion' takes no reference_frame")
-        loose = [j for j in self.neutral if j not in self.joints or j == "pelvis"]
+        loose = [j for j in self.neutral if j not in self.joints]
         if loose:
             raise ConfigError(f"{where}: neutral names unmapped joint(s) {', '.join(loose)}")
         if self.neutral and self.alignment != "motion":
@@ -246,7 +247,8 @@ def retarget_bvh(
 
     Args:
         bvh: the parsed file.
-        joint_map: a :class:`JointMap`, a YAML path or a map name; default the CMU map.
+        joint_map: a :class:`JointMap`, a YAML path, a map name, or 'auto' (default): the
+            shipped map that fits the file's joint names (:mod:`rbmcap.motion.rigs`).
         body: body model whose rest skeleton receives the motion; default the stand-in.
         betas: (B,) shape of that body; default zeros.
         fps: resample to this rate (default: keep the file's rate).
@@ -332,8 +334,9 @@ def _retarget_arrays(
 def _checked_map(bvh: BVH, joint_map: JointMap | str | Path | None, floor: str) -> JointMap:
     """The joint map (loaded when given by name or path) after checking it covers ``bvh`` and
     that ``floor`` is a known mode."""
-    if not isinstance(joint_map, JointMap):
-        joint_map = JointMap.load(joint_map if joint_map is not None else DEFAULT_JOINT_MAP)
+    from rbmcap.motion.rigs import resolve_joint_map
+
+    joint_map = resolve_joint_map(bvh, joint_map)
     if floor not in FLOOR_MODES:
         raise ConfigError(f"floor must be one of {', '.join(FLOOR_MODES)}, got {floor!r}")
     joint_map.check_covers(bvh)
@@ -478,8 +481,7 @@ def _motion_alignment(
     rot = torch.from_numpy(b_rot[frames])
     pos = b_pos[frames]
     q = torch.eye(3, dtype=torch.float64).repeat(24, 1, 1)
-    facing = torch.stack([_pelvis_fit(_bone_pairs(mapped, smpl_rest, p)) for p in pos])
-    q[0] = roma.special_procrustes((rot[:, mapped[0]].transpose(-1, -2) @ facing).sum(0))
+    q[0] = _pelvis_alignment(mapped, smpl_rest, rot, pos, torso_up=0 in neutral)
     order = [j for j in range(1, 24) if j in mapped]
     above = {j: _nearest_mapped_ancestor(j, mapped) for j in order}
     below = {j: [c for c in order if above[c] == j] for j in [0, *order]}
@@ -533,6 +535,34 @@ def _motion_alignment(
                 q[j] = roma.special_procrustes(x)
             glob[:, j] = w @ q[j]
     return q
+
+
+def _pelvis_alignment(
+    mapped: dict[int, int],
+    smpl_rest: np.ndarray,
+    rot: torch.Tensor,
+    pos: np.ndarray,
+    torso_up: bool = False,
+) -> torch.Tensor:
+    """(3, 3) Q_0 from two directions averaged in the BVH root joint's frame: from the right to
+    the left hip, and up to the next mapped spine joint (both rigid with the pelvis), or, with
+    ``torso_up``, up the torso to the neck (the average posture, for rigs whose spine joints sit
+    elsewhere than SMPL's); where either is unmapped, from each frame's body up and left-right
+    directions (:func:`_pelvis_fit`)."""
+    torso = (_INDEX[n] for n in ("neck", "spine3", "head", "spine2") if _INDEX[n] in mapped)
+    up = next(torso, None) if torso_up else _next_mapped_on_chain(0, mapped)
+    hips = (_INDEX["right_hip"], _INDEX["left_hip"])
+    if up is None or not all(h in mapped for h in hips):
+        facing = torch.stack([_pelvis_fit(_bone_pairs(mapped, smpl_rest, p)) for p in pos])
+        return roma.special_procrustes((rot[:, mapped[0]].transpose(-1, -2) @ facing).sum(0))
+    src, dst = [], []
+    for a, b in ((0, up), hips):
+        bone = torch.from_numpy(pos[:, mapped[b]] - pos[:, mapped[a]])
+        local = (rot[:, mapped[0]].transpose(-1, -2) @ bone[..., None]).squeeze(-1).sum(0)
+        rest = torch.from_numpy(smpl_rest[b] - smpl_rest[a])
+        src.append(rest / rest.norm())
+        dst.append(local / local.norm().clamp_min(1e-12))
+    return roma.rigid_vectors_registration(torch.stack(src), torch.stack(dst))
 
 
 def _skew(v: torch.Tensor) -> torch.Tensor:

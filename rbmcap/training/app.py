@@ -25,7 +25,9 @@ def main(cfg: DictConfig) -> None:
     from rbmcap.training.run import train
 
     try:
-        result = train(cfg, HydraConfig.get().runtime.output_dir)
+        hydra_cfg = HydraConfig.get()
+        command = " ".join(["rbmcap-train", *hydra_cfg.overrides.task])
+        result = train(cfg, hydra_cfg.runtime.output_dir, command=command)
     except USER_ERRORS as exc:
         message, status = user_error(exc)
         print(f"train: error: {message}", file=sys.stderr)

@@ -31,3 +31,16 @@ class EpochSummary(L.Callback):
                 parts.append(f"{label} " + fmt.format(float(m[key])))
         parts.append(f"{time.perf_counter() - self._start:.0f} s")
         log.info(", ".join(parts))
+
+
+class RunRecord(L.Callback):
+    """Writes ``record`` (the command that started the run and its data recipe: plain data)
+    into every checkpoint under ``rbmcap_run``, where ``rbmcap pretrained pack`` reads it."""
+
+    KEY = "rbmcap_run"
+
+    def __init__(self, record: dict) -> None:
+        self.record = record
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        checkpoint[self.KEY] = self.record

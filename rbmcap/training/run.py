@@ -134,6 +134,30 @@ def build_datamodule(cfg: DictConfig, markers) -> RBMDataModule:
     )  # fmt: skip
 
 
+def run_record(cfg: DictConfig, command: str | None) -> dict[str, Any]:
+    """What a checkpoint keeps of how it was made: the ``command`` line and the data recipe
+    (dataset, body, plates, realism, procedural motions, real clips and their splits)."""
+    data = cfg.data
+    gen = data.get("generate")
+    recipe: dict[str, Any] = {
+        "path": str(data.path), "body": str(data.body), "markers": str(cfg.markers.name),
+        "realism": str(data.realism), "fps": float(data.fps),
+    }  # fmt: skip
+    if gen is not None:
+        recipe["procedural"] = {"num": int(gen.num), "seed": int(gen.seed),
+                                "subjects": int(gen.get("subjects") or 0)}  # fmt: skip
+        bvh = OmegaConf.to_container(gen.bvh, resolve=True) if gen.get("bvh") else []
+        recipe["real"] = [
+            {"dir": Path(str(b["dir"])).name, "joint_map": str(b.get("joint_map") or "auto"),
+             "splits": {str(k): str(v) for k, v in dict(b.get("splits") or {}).items()},
+             **({"subject_pattern": b["subject_pattern"]} if b.get("subject_pattern") else {})}
+            for b in bvh
+        ]  # fmt: skip
+    if data.get("oversample"):
+        recipe["oversample"] = {str(k): int(v) for k, v in data.oversample.items()}
+    return {"command": command or "", "data": recipe}
+
+
 def build_trainer(cfg: DictConfig, output_dir: Path):
     """The Lightning Trainer (``cfg.trainer``) with its logger (``cfg.logger``) and callbacks;
     returns it with its checkpoint callback."""
@@ -162,9 +186,11 @@ def build_trainer(cfg: DictConfig, output_dir: Path):
     return trainer, checkpoint
 
 
-def train(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
-    """Train as configured; returns the best checkpoint and its validation figures."""
+def train(cfg: DictConfig, output_dir: str | Path, command: str | None = None) -> dict[str, Any]:
+    """Train as configured; returns the best checkpoint and its validation figures. ``command``
+    (the command line that started the run) and the data recipe are kept in every checkpoint."""
     from rbmcap.body import load_body_model
+    from rbmcap.training.callbacks import RunRecord
 
     output_dir = Path(output_dir)
     for name in ("lightning.pytorch", "lightning.fabric"):
@@ -177,6 +203,7 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
         load_initial_weights(model, cfg.init_from)
     datamodule = build_datamodule(cfg, markers)
     trainer, checkpoint = build_trainer(cfg, output_dir)
+    trainer.callbacks.append(RunRecord(run_record(cfg, command)))
     log.info("model: %s features, %s network, %.2f M parameters", cfg.features, cfg.model.name,
              sum(p.numel() for p in model.parameters()) / 1e6)  # fmt: skip
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))

@@ -92,3 +92,31 @@ def test_oversampled_sequences_repeat_their_windows(tiny_dataset):
 def test_bad_oversampling_is_a_config_error(tiny_dataset, oversample, needle):
     with pytest.raises(ConfigError, match=needle):
         WindowDataset(tiny_dataset, "train", 30, 15, oversample)
+
+
+def test_pack_writes_the_command_and_data_recipe_a_run_recorded(tmp_path, tiny_dataset):
+    """A checkpoint keeps the command line that trained it and its data recipe; pack writes
+    them onto the card unasked, and refuses (writing nothing) a checkpoint that kept neither."""
+    import yaml
+
+    from rbmcap.errors import DataError
+    from rbmcap.inference.pretrained import pack_checkpoint
+    from rbmcap.training.run import train
+
+    line = "rbmcap-train experiment=standin_rbm14"
+    run = train(_compose(*tiny_run(tiny_dataset, "logger=none")), tmp_path / "run", command=line)
+    dst, card = pack_checkpoint(run["last_checkpoint"], "tiny", {}, tmp_path / "shipped")
+    assert card["command"] == f"OMP_NUM_THREADS=1 {line}"
+    assert card["data"]["path"] == str(tiny_dataset) and card["data"]["markers"] == "rbm14"
+    assert "realistic realism" in card["trained_on"]
+    on_disk = yaml.safe_load((tmp_path / "shipped" / "tiny.yaml").read_text())
+    assert on_disk["command"] == card["command"] and on_disk["data"] == card["data"]
+    given = pack_checkpoint(run["last_checkpoint"], "t2", {"command": "by hand"}, tmp_path / "s2")
+    assert given[1]["command"] == "by hand"
+
+    bare = torch.load(run["last_checkpoint"], weights_only=True)
+    del bare["rbmcap_run"]
+    torch.save(bare, tmp_path / "bare.ckpt")
+    with pytest.raises(DataError, match="records no command"):
+        pack_checkpoint(tmp_path / "bare.ckpt", "bare", {}, tmp_path / "s3")
+    assert not (tmp_path / "s3" / "bare.ckpt").exists()

@@ -120,3 +120,21 @@ def test_pack_writes_the_command_and_data_recipe_a_run_recorded(tmp_path, tiny_d
     with pytest.raises(DataError, match="records no command"):
         pack_checkpoint(tmp_path / "bare.ckpt", "bare", {}, tmp_path / "s3")
     assert not (tmp_path / "s3" / "bare.ckpt").exists()
+
+
+def test_one_command_trains_the_same_weights_twice(tmp_path, tiny_dataset):
+    """A shipped model is reproducible from its card's command: two runs of one configuration
+    (one torch thread, as the cards say) end with bit-identical weights."""
+    from rbmcap.training.run import train
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cfg = _compose(*tiny_run(tiny_dataset, "logger=none"))
+        runs = [train(cfg, tmp_path / f"run{i}") for i in range(2)]
+    finally:
+        torch.set_num_threads(threads)
+    a, b = (torch.load(r["last_checkpoint"], weights_only=True)["state_dict"] for r in runs)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name

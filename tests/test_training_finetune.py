@@ -138,3 +138,14 @@ def test_one_command_trains_the_same_weights_twice(tmp_path, tiny_dataset):
     assert a.keys() == b.keys()
     for name in a:
         assert torch.equal(a[name], b[name]), name
+
+
+def test_learning_rate_ramps_up_then_decays_in_steps():
+    from rbmcap.training.module import lr_factor
+
+    f = [lr_factor(s, 1000, warmup=0.03, decay=0.8, decay_every=0.1) for s in range(1000)]
+    assert f[0] == pytest.approx(1 / 30) and f[14] == pytest.approx(0.5)
+    assert f[29] == f[99] == 1.0 and f[100] == pytest.approx(0.8)
+    assert f[999] == pytest.approx(0.8**9)
+    plain = [lr_factor(s, 1000, warmup=0.0, decay=0.8, decay_every=0.1) for s in range(1000)]
+    assert plain[0] == 1.0 and plain[250] == pytest.approx(0.64)

@@ -78,8 +78,8 @@ def definitions(options: dict) -> str:
         share = share_of(fraction, "the baseline's converged time")
         budget = (
             f"With the baseline run too, the hybrid gets the iterations that fit in {share} "
-            f"({100 * margin:g} % of it planned for), at the baseline's measured cost of its "
-            "first iterations."
+            f"({100 * margin:g} % of it planned for), at the baseline's measured cost per "
+            "iteration (its first iteration's one-off set-up left out)."
         )
     else:
         budget = "The hybrid runs its solver config's iterations."

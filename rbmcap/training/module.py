@@ -11,6 +11,8 @@ position term. Hyper-parameters are stored as plain data so checkpoints load wit
 
 from __future__ import annotations
 
+from functools import partial
+
 import math
 from typing import Any
 
@@ -34,12 +36,12 @@ from rbmcap.training.guards import check_finite_loss, check_finite_weights
 LOSS_KEYS = (
     "rotation", "w_rotation", "w_betas", "w_trans", "w_joints", "w_velocity", "w_acceleration"
 )  # fmt: skip
-OPTIM_KEYS = ("lr", "weight_decay", "decay", "decay_every")
+OPTIM_KEYS = ("lr", "weight_decay", "decay", "decay_every", "warmup")
 AUGMENT_KEYS = ("marker_dropout", "dropout_span", "hide_plates")
 """The keys of the ``loss``, ``optim`` and ``augment`` sections. Their values are written once,
 in the Hydra tree (``rbmcap/conf/loss``, ``optim``, ``train.yaml``); the module has no defaults."""
 
-ADDED_KEYS = {"w_velocity": 0.0, "w_acceleration": 0.0, "hide_plates": 0.0}
+ADDED_KEYS = {"w_velocity": 0.0, "w_acceleration": 0.0, "hide_plates": 0.0, "warmup": 0.0}
 """Keys added after checkpoints were shipped, with the value that reproduces the older
 behaviour: a checkpoint whose section lacks one loads with it (nothing else may be missing)."""
 
@@ -72,8 +74,9 @@ class RBMRegressor(L.LightningModule):
             down the chain, and a plate's bone estimate is a direct answer) or 'local'.
         network: ``{"name": ..., **kwargs}`` for :func:`rbmcap.model.networks.build_network`.
         loss: ``{"rotation": name, "w_rotation", "w_betas", "w_trans", "w_joints"}``.
-        optim: ``{"lr", "weight_decay", "decay", "decay_every"}`` (step decay ×decay every
-            ``decay_every`` of the training steps).
+        optim: ``{"lr", "weight_decay", "decay", "decay_every", "warmup"}`` (a linear ramp
+            over ``warmup`` of the training steps, then step decay ×decay every
+            ``decay_every`` of them).
         augment: ``{"marker_dropout", "dropout_span"}``.
         num_betas: betas predicted.
         seed: seed of the augmentation generator.
@@ -313,9 +316,19 @@ class RBMRegressor(L.LightningModule):
         cfg = self.optim_cfg
         opt = torch.optim.Adam(self.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
         total = max(1, int(self.trainer.estimated_stepping_batches))
-        every = max(1, round(total * cfg["decay_every"]))
-        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=every, gamma=cfg["decay"])
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, partial(lr_factor, total=total, **{
+            k: float(cfg[k]) for k in ("warmup", "decay", "decay_every")}))  # fmt: skip
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def lr_factor(step: int, total: int, warmup: float, decay: float, decay_every: float) -> float:
+    """The learning rate at optimiser step ``step`` of ``total``, as a multiple of the base rate:
+    a linear ramp from 1/n to 1 over the first n = ``warmup`` × total steps, then ×``decay``
+    every ``decay_every`` × total steps (counted from the start)."""
+    ramp_steps = round(total * warmup)
+    every = max(1, round(total * decay_every))
+    ramp = min(1.0, (step + 1) / ramp_steps) if ramp_steps > 0 else 1.0
+    return ramp * decay ** (step // every)
 
 
 def _velocity_error(pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:

@@ -140,8 +140,12 @@ def test_hybrid_budget_leaves_out_the_solvers_first_iteration_set_up():
     from rbmcap.evaluation.results import MethodResult
 
     base = MethodResult("baseline_6dof", "b", iterations=200, converged_ms_per_frame=40.0)
-    base.convergence = [{"iterations": [0, 1, 2, 5, 10, 20, 50, 100],
-                         "ms_per_frame": [0.1, 13.6, 13.7, 14.0, 14.5, 15.5, 18.5, 23.5]}]
+    base.convergence = [
+        {
+            "iterations": [0, 1, 2, 5, 10, 20, 50, 100],
+            "ms_per_frame": [0.1, 13.6, 13.7, 14.0, 14.5, 15.5, 18.5, 23.5],
+        }
+    ]
     net = MethodResult("network", "n", seconds=0.0005, frames=1)  # 0.5 ms/frame
     # 0.85 * 0.2 * 40 - 0.5 = 6.3 ms: the first iteration (0.1 ms without its set-up), then
     # 0.1 ms each

@@ -119,7 +119,11 @@ def test_bandai_walk_retargets_to_a_walk(kin):
             continue  # the neck is aligned on the average pose, not its bone (see the map)
         ours = joints[:, J[b]] - joints[:, J[a]]
         theirs = (pos[:, bvh.index(jm.joints[b])] - pos[:, bvh.index(jm.joints[a])]) @ up.T
-        cos = (ours * theirs).sum(-1) / np.linalg.norm(ours, axis=-1) / np.linalg.norm(theirs, axis=-1)
+        cos = (
+            (ours * theirs).sum(-1)
+            / np.linalg.norm(ours, axis=-1)
+            / np.linalg.norm(theirs, axis=-1)
+        )
         assert np.degrees(np.arccos(np.clip(cos, -1, 1))).max() < 1.0
 
 

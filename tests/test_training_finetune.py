@@ -105,7 +105,7 @@ def test_pack_writes_the_command_and_data_recipe_a_run_recorded(tmp_path, tiny_d
 
     line = "rbmcap-train experiment=standin_rbm14"
     run = train(_compose(*tiny_run(tiny_dataset, "logger=none")), tmp_path / "run", command=line)
-    dst, card = pack_checkpoint(run["last_checkpoint"], "tiny", {}, tmp_path / "shipped")
+    _dst, card = pack_checkpoint(run["last_checkpoint"], "tiny", {}, tmp_path / "shipped")
     assert card["command"] == f"OMP_NUM_THREADS=1 {line}"
     assert card["data"]["path"] == str(tiny_dataset) and card["data"]["markers"] == "rbm14"
     assert "realistic realism" in card["trained_on"]

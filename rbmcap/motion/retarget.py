@@ -65,7 +65,10 @@ from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
 DEFAULT_JOINT_MAP = "auto"  # recognised by the joint names (rbmcap.motion.rigs)
 _MAP_SCALARS = {
-    "name": None, "up_axis": "y", "reference_frame": None, "first_frame": "keep",
+    "name": None,
+    "up_axis": "y",
+    "reference_frame": None,
+    "first_frame": "keep",
     "alignment": "rest",
 }
 """A joint map's single-valued keys and their defaults (name: the file's stem)."""
@@ -148,8 +151,7 @@ class JointMap:
             raise ConfigError(f"{where}: direction_only names unmapped joint(s) {', '.join(loose)}")
         if self.alignment not in ALIGNMENTS:
             raise ConfigError(
-                f"{where}: alignment must be one of {', '.join(ALIGNMENTS)}, "
-                f"got {self.alignment!r}"
+                f"{where}: alignment must be one of {', '.join(ALIGNMENTS)}, got {self.alignment!r}"
             )
         if self.alignment == "motion" and ref is not None:
             raise ConfigError(f"{where}: alignment 'motion' takes no reference_frame")

@@ -150,7 +150,7 @@ def _guess_joints(names: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     used: set[str] = set()
     for smpl in SMPL_JOINT_NAMES:
-        side = "left" if smpl.startswith("left_") else "right" if smpl.startswith("right_") else None
+        side = next((s for s in ("left", "right") if smpl.startswith(f"{s}_")), None)
         part = smpl.split("_", 1)[1] if side else smpl
         best = None
         for rank, word in enumerate(_PART_WORDS.get(part, (part,))):

@@ -40,8 +40,9 @@ class DatasetRecipe:
     Each ``bvh`` entry is a mapping: ``dir`` (a folder of clips, e.g. CMU on the iClone rig),
     ``joint_map`` (e.g. ``iclone_cc``; default ``auto``), optionally ``subject_pattern`` (a
     regular expression whose ``subject`` group names the unit a split holds out, for clips that
-    name no actor) and ``splits`` (subject → val/test; other subjects train), retargeted with :func:`rbmcap.motion.folder.build_motion_folder` into
-    ``motions_dir/<dir name>/`` and merged into the split lists.
+    name no actor) and ``splits`` (subject → val/test; other subjects train), retargeted with
+    :func:`rbmcap.motion.folder.build_motion_folder` into ``motions_dir/<dir name>/`` and merged
+    into the split lists.
     """
 
     motions_dir: Path
@@ -107,8 +108,13 @@ def add_bvh_motions(motions: Path, source: dict[str, Any], fps: float, body) -> 
              source.get("joint_map") or "auto")  # fmt: skip
     splits = {str(k): str(v) for k, v in dict(source.get("splits") or {}).items()}
     lists = build_motion_folder(
-        folder, motions, str(source.get("joint_map") or "auto"), splits=splits, fps=fps,
-        body=body, subject_pattern=source.get("subject_pattern"),
+        folder,
+        motions,
+        str(source.get("joint_map") or "auto"),
+        splits=splits,
+        fps=fps,
+        body=body,
+        subject_pattern=source.get("subject_pattern"),
     )
     log.info("real motion: %s", ", ".join(f"{k} {len(v)}" for k, v in lists.items()))
 

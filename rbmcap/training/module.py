@@ -11,9 +11,8 @@ position term. Hyper-parameters are stored as plain data so checkpoints load wit
 
 from __future__ import annotations
 
-from functools import partial
-
 import math
+from functools import partial
 from typing import Any
 
 import lightning as L

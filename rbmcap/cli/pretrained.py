@@ -27,6 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     pk.add_argument("--trained-on", default=None,
                     help="what it was trained on (default: the data recipe the checkpoint "
                     "records)")  # fmt: skip
+    pk.add_argument("--licence", default=None,
+                    help="the terms the model inherits from its training data (card)")  # fmt: skip
     pk.add_argument("--out-dir", default=None, help="folder (default: the package's)")
     pk.set_defaults(func=_pack)
 
@@ -40,8 +42,9 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     for name, card in cards.items():
         mpjpe = card.get("check", {}).get("mpjpe_mm", {}).get("mean")
+        licence = f"; licence: {card['licence']}" if card.get("licence") else ""
         print(f"{name}: {card.get('trained_on', '')}; check-set MPJPE {mpjpe} mm, "
-              f"{card.get('size_mb')} MB")  # fmt: skip
+              f"{card.get('size_mb')} MB{licence}")  # fmt: skip
     return 0
 
 
@@ -61,7 +64,7 @@ def _check(args: argparse.Namespace) -> int:
 def _pack(args: argparse.Namespace) -> int:
     from rbmcap.inference.pretrained import pack_checkpoint
 
-    card = {"command": args.command, "trained_on": args.trained_on}
+    card = {"command": args.command, "trained_on": args.trained_on, "licence": args.licence}
     dst, card = pack_checkpoint(args.ckpt, args.name, card, args.out_dir)
     print(f"{dst}: {card['size_mb']} MB, check-set MPJPE {card['check']['mpjpe_mm']['mean']} mm")
     return 0

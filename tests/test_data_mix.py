@@ -1,5 +1,6 @@
-"""Training data mixing procedural and real motion (issue 14): ``data=procedural_real`` makes a
-dataset whose split lists put real clips by subject beside the procedural motions."""
+"""Training data mixing procedural and real motion: ``data=procedural_real`` makes a dataset whose
+split lists put the CMU clips by subject and the Bandai clips by style beside the procedural
+motions."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ from rbmcap.configfiles import conf_dir
 from rbmcap.dataset import Manifest
 from rbmcap.training.run import build_datamodule
 
-CLIPS = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "cmu-iclone"
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+CLIPS = SHARED / "cmu-iclone"
+BANDAI = SHARED / "bandai"
 
 
-@pytest.mark.skipif(not CLIPS.is_dir(), reason="the CMU iClone clips are not on this machine")
+@pytest.mark.skipif(
+    not (CLIPS.is_dir() and BANDAI.is_dir()), reason="the CMU iClone or Bandai clips are absent"
+)
 def test_procedural_real_recipe_mixes_both_with_subjects_kept_apart(tmp_path):
     clips = tmp_path / "cmu-iclone"
     clips.mkdir()
@@ -24,8 +29,17 @@ def test_procedural_real_recipe_mixes_both_with_subjects_kept_apart(tmp_path):
         if not (CLIPS / name).exists():
             pytest.skip(f"{name} missing")
         shutil.copy(CLIPS / name, clips / name)
+    bandai = tmp_path / "bandai"
+    bandai.mkdir()
+    styles = {"old": "test", "happy": "val", "normal": "train"}
+    for style in styles:  # a test, a validation and a training style
+        name = f"dataset-1_walk_{style}_001.bvh"
+        if not (BANDAI / name).exists():
+            pytest.skip(f"{name} missing")
+        shutil.copy(BANDAI / name, bandai / name)
     overrides = ["data=procedural_real", f"paths.root_dir={tmp_path}", "data.generate.num=4",
-                 f"data.generate.bvh.0.dir={clips}", "data.realism=none"]  # fmt: skip
+                 f"data.generate.bvh.0.dir={clips}", f"data.generate.bvh.1.dir={bandai}",
+                 "data.realism=none"]  # fmt: skip
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose("train", overrides=overrides)
     dm = build_datamodule(cfg, None)
@@ -34,5 +48,7 @@ def test_procedural_real_recipe_mixes_both_with_subjects_kept_apart(tmp_path):
     real = {s.source.split("/")[-1]: s.split for s in seqs if s.source.startswith("cmu-iclone/")}
     assert real == {"002_03_poses.npz": "test", "003_02_poses.npz": "val",
                     "001_01_poses.npz": "train"}  # fmt: skip
-    procedural = [s for s in seqs if not s.source.startswith("cmu-iclone/")]
+    styled = {s.source.split("/")[1]: s.split for s in seqs if s.source.startswith("bandai/")}
+    assert styled == styles
+    procedural = [s for s in seqs if s.source.startswith("Procedural/")]
     assert len(procedural) == 4 and {s.split for s in procedural} >= {"train"}

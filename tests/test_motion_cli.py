@@ -127,7 +127,11 @@ def test_render_writes_a_small_gif(capsys, tmp_path):
         (["motion", "info", "{tmp}/missing.npz"], "missing.npz"),
         (["motion", "info", "{tmp}/cut_poses.npz"], "cut_poses.npz"),
         (["motion", "info", "{tmp}/nan_poses.npz"], "NaN"),
-        (["motion", "from-bvh", "{bvh}", "--out", "{tmp}/x.npz"], "joint map 'cmu' needs"),
+        (["motion", "from-bvh", "{bvh}", "--out", "{tmp}/x.npz"], "no known joint map fits"),
+        (
+            ["motion", "from-bvh", "{bvh}", "--out", "{tmp}/x.npz", "--joint-map", "cmu"],
+            "joint map 'cmu' needs",
+        ),
         (
             ["motion", "from-bvh", "{bvh}", "--out", "{tmp}/x.npz", "--joint-map", "{tmp}/no.yaml"],
             "no.yaml",

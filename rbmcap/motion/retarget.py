@@ -484,9 +484,23 @@ def _motion_alignment(
     pos = b_pos[frames]
     q = torch.eye(3, dtype=torch.float64).repeat(24, 1, 1)
     q[0] = _pelvis_alignment(mapped, smpl_rest, rot, pos, torso_up=0 in neutral)
-    order = [j for j in range(1, 24) if j in mapped]
-    above = {j: _nearest_mapped_ancestor(j, mapped) for j in order}
-    below = {j: [c for c in order if above[c] == j] for j in [0, *order]}
+    axes, hinged = _bone_axes(mapped, smpl_rest, rot, pos, neutral, q)
+    _twist_sweeps(mapped, world @ rot, q, axes, fixed=hinged)
+    return q
+
+
+def _bone_axes(
+    mapped: dict[int, int],
+    smpl_rest: np.ndarray,
+    rot: torch.Tensor,
+    pos: np.ndarray,
+    neutral: set[int],
+    q: torch.Tensor,
+) -> tuple[dict[int, tuple[torch.Tensor, torch.Tensor]], set[int]]:
+    """Per mapped joint with a mapped bone (not in ``neutral``): (the smallest turn Q0 taking
+    its SMPL rest bone onto the bone in the BVH joint's frame, averaged over the frames of
+    ``rot`` (F, J, 3, 3) and ``pos`` (F, J, 3); the SMPL bone's unit direction), and the joints
+    whose whole Q_j the hinge they end in fixes, written into ``q`` (24, 3, 3)."""
 
     def local_bone(j: int, a: int, b: int) -> torch.Tensor:
         """(F, 3) the bone from mapped joint a to b in BVH joint mapped[j]'s frame."""
@@ -495,9 +509,9 @@ def _motion_alignment(
 
     axes: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     hinged: set[int] = set()
-    for j in order:
+    for j in (j for j in range(1, 24) if j in mapped and j not in neutral):
         target = _next_mapped_on_chain(j, mapped)
-        if target is None or j in neutral:
+        if target is None:
             continue
         bone = local_bone(j, j, target)
         d_b = bone.sum(0)
@@ -507,22 +521,39 @@ def _motion_alignment(
         axes[j] = (rotation_between(d_s, d_b), d_s / d_s.norm())
         hinge = _HINGES.get(SMPL_JOINT_NAMES[j])
         after = _next_mapped_on_chain(target, mapped) if hinge else None
-        if hinge and _INDEX[hinge[0]] == target and after is not None:
-            nxt = local_bone(j, target, after)
-            bend = torch.linalg.cross(bone, nxt).mean(0)
-            bend = bend - (bend @ d_b) * d_b / (d_b @ d_b)
-            # a mean flexion of a few degrees is enough to show the plane
-            if bend.norm() > 0.05 * bone.norm(dim=-1).mean() * nxt.norm(dim=-1).mean():
-                src = torch.stack([d_s / d_s.norm(), torch.tensor(hinge[1], dtype=d_s.dtype)])
-                dst = torch.stack([d_b / d_b.norm(), bend / bend.norm()])
-                q[j] = roma.rigid_vectors_registration(
-                    src, dst, weights=torch.tensor([10.0, 1.0], dtype=d_s.dtype)
-                )
-                hinged.add(j)
-    world_rot = world @ rot  # (F, J, 3, 3): C · B_k
+        if not hinge or _INDEX[hinge[0]] != target or after is None:
+            continue
+        nxt = local_bone(j, target, after)
+        bend = torch.linalg.cross(bone, nxt).mean(0)
+        bend = bend - (bend @ d_b) * d_b / (d_b @ d_b)
+        # a mean flexion of a few degrees is enough to show the plane
+        if bend.norm() > 0.05 * bone.norm(dim=-1).mean() * nxt.norm(dim=-1).mean():
+            src = torch.stack([d_s / d_s.norm(), torch.tensor(hinge[1], dtype=d_s.dtype)])
+            dst = torch.stack([d_b / d_b.norm(), bend / bend.norm()])
+            weights = torch.tensor([10.0, 1.0], dtype=d_s.dtype)
+            q[j] = roma.rigid_vectors_registration(src, dst, weights=weights)
+            hinged.add(j)
+    return axes, hinged
+
+
+def _twist_sweeps(
+    mapped: dict[int, int],
+    world_rot: torch.Tensor,
+    q: torch.Tensor,
+    axes: dict[int, tuple[torch.Tensor, torch.Tensor]],
+    fixed: set[int],
+) -> None:
+    """Update ``q`` (24, 3, 3) in place, joint by joint (``_ALIGN_SWEEPS`` times): each mapped
+    joint not in ``fixed`` takes the Q_j that makes its local rotations to its nearest mapped
+    ancestor and children smallest on average (chordal, closed form): only its twist about its
+    bone where ``axes`` gives one, else the whole rotation. ``world_rot`` (F, J, 3, 3) is C · B_k
+    per frame and BVH joint."""
+    order = [j for j in range(1, 24) if j in mapped]
+    above = {j: _nearest_mapped_ancestor(j, mapped) for j in order}
+    below = {j: [c for c in order if above[c] == j] for j in [0, *order]}
     glob = world_rot[:, [mapped.get(j, 0) for j in range(24)]] @ q
     for _ in range(_ALIGN_SWEEPS):
-        for j in (j for j in order if j not in hinged):
+        for j in (j for j in order if j not in fixed):
             w = world_rot[:, mapped[j]]
             near = glob[:, above[j]] + sum(glob[:, c] for c in below[j])
             x = (w.transpose(-1, -2) @ near).sum(0)  # maximise tr(xᵀ Q_j)
@@ -531,12 +562,10 @@ def _motion_alignment(
                 y = q0.T @ x
                 cos_part = torch.trace(y) - d @ y @ d
                 sin_part = torch.trace(y.T @ _skew(d))
-                phi = torch.atan2(sin_part, cos_part)
-                q[j] = q0 @ roma.rotvec_to_rotmat(d * phi)
+                q[j] = q0 @ roma.rotvec_to_rotmat(d * torch.atan2(sin_part, cos_part))
             else:
                 q[j] = roma.special_procrustes(x)
             glob[:, j] = w @ q[j]
-    return q
 
 
 def _pelvis_alignment(

@@ -124,8 +124,7 @@ def _from_bvh(args: argparse.Namespace) -> int:
     except UnknownRigError as exc:
         out = Path(args.out)
         folder = out if Path(args.file).is_dir() else out.parent
-        stem = Path(str(exc).split(":", 1)[0]).stem
-        path = write_template(exc, folder / f"{stem}.joint_map.yaml")
+        path = write_template(exc, folder / f"{Path(exc.path).stem}.joint_map.yaml")
         raise DataError(
             f"{exc}; wrote a drafted joint map to check and fill in: {path} "
             f"(then pass --joint-map {path})"

@@ -11,6 +11,7 @@ which needs neither a usable rest pose nor a T-pose frame.
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -44,16 +45,20 @@ _PART_WORDS = {
 
 
 class UnknownRigError(DataError):
-    """No shipped joint map covers the file; ``template`` is a drafted map (YAML text)."""
+    """No shipped joint map covers the file at ``path``; ``template`` is a drafted map (YAML
+    text)."""
 
-    def __init__(self, message: str, template: str) -> None:
+    def __init__(self, message: str, path: str, template: str) -> None:
         super().__init__(message)
+        self.path = path
         self.template = template
 
 
-def shipped_joint_maps() -> list[JointMap]:
-    """Every joint map under ``conf/joint_maps/``, by name."""
-    return [JointMap.load(p) for p in sorted((conf_dir() / "joint_maps").glob("*.yaml"))]
+@cache
+def shipped_joint_maps() -> tuple[JointMap, ...]:
+    """Every joint map under ``conf/joint_maps/``, by name (read once: a folder of clips asks
+    for each clip)."""
+    return tuple(JointMap.load(p) for p in sorted((conf_dir() / "joint_maps").glob("*.yaml")))
 
 
 def detect_joint_map(bvh: BVH) -> JointMap:
@@ -80,6 +85,7 @@ def detect_joint_map(bvh: BVH) -> JointMap:
     raise UnknownRigError(
         f"{bvh.path}: no known joint map fits this rig ({len(bvh.names)} joints: "
         f"{', '.join(bvh.names[:6])}{' …' if len(bvh.names) > 6 else ''}){closest}",
+        str(bvh.path),
         template_joint_map(bvh),
     )
 

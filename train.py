@@ -6,8 +6,8 @@
     python train.py experiment=demo trainer.max_epochs=20 ckpt_path=outputs/.../last.ckpt
 
 The same application is installed as the ``rbmcap-train`` command. Configuration is the packaged
-Hydra tree ``rbmcap/conf`` (groups: data, markers, model, loss, optim, trainer, logger,
-experiment, paths); see :mod:`rbmcap.training.app`.
+Hydra tree ``rbmcap/conf`` (groups: data, markers, model, loss, optim, scheduler, trainer,
+logger, experiment, paths); see :mod:`rbmcap.training.app`.
 """
 
 from rbmcap.training.app import main

@@ -105,6 +105,19 @@ def location(
     return parts[0]
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (its class name when the message is empty): what a
+    one-line error quotes of a lower-level exception it wraps.
+
+    >>> first_line(ValueError("bad shape\\nmore detail"))
+    'bad shape'
+    >>> first_line(KeyError())
+    'KeyError'
+    """
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 USER_ERRORS = (RBMCapError, FileNotFoundError)
 """What a command reports as one line and an exit status (:func:`user_error`); catch these."""
 

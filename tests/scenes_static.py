@@ -19,7 +19,7 @@ The subject (the stand-in body with a drawn shape) holds a 2 s static, eases int
 Relative to the clean virtual plates the true offset is the placement composed with the applied
 offset (:func:`true_offsets`; the soft-tissue wobble is time-varying noise on top). The clean
 capture (the same realistic plates without the physical offsets: what a perfect calibration
-would hand the network, as ``test_capture_roundtrip.clean_mpjpe`` defines it) and the
+would hand the network, as ``test_capture_roundtrip.offset_free_mpjpe`` defines it) and the
 uncalibrated capture (the physical plates as they are) are the references a calibration is
 measured between; ``ideal`` keeps the plates with no realism at all.
 
@@ -33,21 +33,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
 import roma
 import torch
+from helpers.shared import ICLONE
 
 FPS = 60.0
-ICLONE = Path(
-    os.environ.get(
-        "RBMCAP_ICLONE_DIR", Path(__file__).resolve().parents[2] / "shared/data/cmu-iclone"
-    )
-)
 WALK_CLIP = "005_01"  # subject 5, "walk" (clips.csv): 299 frames (~5 s) at 60 Hz
 STATICS = {"tpose": 0.0, "apose": 40.0, "sides": 82.0}
 """Static pose → angle (degrees) of each arm (shoulder to wrist) below the body's horizontal."""

@@ -349,7 +349,7 @@ def test_named_configs_override_only_what_their_file_sets(name):
     from rbmcap.configfiles import conf_file
 
     layer = yaml.safe_load(conf_file("baseline", f"{name}.yaml").read_text())
-    layer.pop("name")
+    assert layer.pop("defaults") == ["default", "_self_"]
     default = _flat(load_solver_config("default").to_dict())
     cfg = _flat(load_solver_config(name).to_dict())
     set_here = _flat(layer)
@@ -358,11 +358,12 @@ def test_named_configs_override_only_what_their_file_sets(name):
         assert value == (set_here[key] if key in set_here else default[key]), key
 
 
-def test_default_yaml_is_the_one_source_of_the_defaults(tmp_path, monkeypatch):
+def test_default_yaml_is_the_one_source_of_the_defaults(tmp_path):
     import dataclasses
 
     from rbmcap.baseline import config as module
     from rbmcap.baseline.config import OptimiserConfig, SolverConfig
+    from rbmcap.configfiles import conf_file
 
     # no dataclass repeats a default: building one without the YAML is a TypeError
     for cls in (SolverConfig, OptimiserConfig, module.WeightsConfig, module.ScheduleConfig):
@@ -370,18 +371,21 @@ def test_default_yaml_is_the_one_source_of_the_defaults(tmp_path, monkeypatch):
         assert all(f.default is dataclasses.MISSING for f in fields), cls.__name__
         assert all(f.default_factory is dataclasses.MISSING for f in fields), cls.__name__
     # every key must be in default.yaml: without one the configuration does not load
-    text = module.conf_file("baseline", "default.yaml").read_text()
+    text = conf_file("baseline", "default.yaml").read_text()
     assert "\n  history: 50" in text
     broken = tmp_path / "default.yaml"
     broken.write_text(text.replace("\n  history: 50", ""))
-    monkeypatch.setattr(module, "conf_file", lambda *parts: broken)
-    with pytest.raises(ConfigError, match=r"misses keys \['optimiser\.history'\]"):
-        load_solver_config("hybrid")
+    hybrid = conf_file("baseline", "hybrid.yaml").read_text()
+    (tmp_path / "hybrid.yaml").write_text(hybrid.replace("[default,", "[default.yaml,"))
+    with pytest.raises(ConfigError, match=r"default\.yaml: misses keys \['optimiser\.history'\]"):
+        load_solver_config(tmp_path / "hybrid.yaml")
 
 
-def test_a_users_yaml_is_a_layer_over_the_defaults(tmp_path):
+def test_a_users_yaml_composes_the_defaults(tmp_path):
     path = tmp_path / "mine.yaml"
-    path.write_text("optimiser:\n  iterations: 12\nweights:\n  prior: 0.5\n")
+    path.write_text(
+        "defaults: [default, _self_]\noptimiser: {iterations: 12}\nweights: {prior: 0.5}\n"
+    )
     mine, default = load_solver_config(path), load_solver_config("default")
     assert mine.optimiser.iterations == 12 and mine.weights.prior == 0.5
     assert mine == default.merged({"optimiser.iterations": 12, "weights.prior": 0.5})
@@ -391,18 +395,19 @@ def test_a_users_yaml_is_a_layer_over_the_defaults(tmp_path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("weights:\n  priorr: 0.5\n", r"unknown .*weights\.priorr"),
+        ("weights:\n  priorr: 0.5\n", r"unknown key weights\.priorr; known: \[.*'prior'"),
         ("optimiser:\n  lr: -1.0\n", r"optimiser\.lr = -1\.0: must be > 0"),
         ("schedule:\n  init: random\n", r"schedule\.init = 'random': expected one of"),
         ("weights:\n  accel_sigma: -300\n", r"weights\.accel_sigma = -300\.0: must be ≥ 0"),
-        ("schedule:\n  warm_start: 1\n", r"schedule\.warm_start = 1 has the wrong type"),
+        ("schedule:\n  warm_start: maybe\n", r"schedule\.warm_start = 'maybe' has the wrong type"),
+        ("optimiser:\n  iterations: 1.5\n", r"optimiser\.iterations = 1\.5 has the wrong type"),
         ("record: [0, -5]\n", r"record = \(-5, 0\): iteration counts must be ≥ 0"),
-        ("weights: 3\n", r"weights must be a mapping"),
+        ("weights: 3\n", r"weights = 3 has the wrong type"),
     ],
 )
 def test_a_bad_users_yaml_names_the_file_and_the_key(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
-    path.write_text(text)
+    path.write_text("defaults: [default, _self_]\n" + text)
     with pytest.raises(ConfigError, match=message) as info:
         load_solver_config(path)
     assert str(info.value).startswith(f"{path}: ")
@@ -416,7 +421,7 @@ def test_a_config_built_in_code_is_validated_too():
         replace(cfg, optimiser=replace(cfg.optimiser, history=0))
     with pytest.raises(ConfigError, match=r"overrides: weights\.position_sigma_mm"):
         cfg.merged({"weights.position_sigma_mm": 0.0})
-    with pytest.raises(ConfigError, match=r"optimiser\.iterations = 'many' has the wrong type"):
+    with pytest.raises(ConfigError, match=r"optimiser\.iterations = 'many': has the wrong type"):
         replace(cfg, optimiser=replace(cfg.optimiser, iterations="many"))
 
 

@@ -8,15 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.shared import BANDAI
+from helpers.shared import ICLONE as CLIPS
 from hydra import compose, initialize_config_dir
 
 from rbmcap.configfiles import conf_dir
 from rbmcap.dataset import Manifest
 from rbmcap.training.run import build_datamodule
-
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-CLIPS = SHARED / "cmu-iclone"
-BANDAI = SHARED / "bandai"
 
 
 @pytest.mark.skipif(
@@ -42,7 +40,7 @@ def test_procedural_real_recipe_mixes_both_with_subjects_kept_apart(tmp_path):
                  "data.realism=none"]  # fmt: skip
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose("train", overrides=overrides)
-    dm = build_datamodule(cfg, None)
+    dm = build_datamodule(cfg)
     dm.prepare_data()
     seqs = Manifest.load(Path(cfg.data.path)).sequences
     real = {s.source.split("/")[-1]: s.split for s in seqs if s.source.startswith("cmu-iclone/")}

@@ -352,7 +352,7 @@ def test_sigkill_part_way_then_rerun_is_byte_identical(body, tmp_path):
     while time.time() < deadline and not (parts.is_dir() and len(list(parts.iterdir())) >= 4):
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    assert proc.wait() == -signal.SIGKILL, "the synthesis ended before it was killed"
     assert not (out / "manifest.json").exists()
     rerun = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr

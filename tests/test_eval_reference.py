@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from helpers.shared import PIG
 
 from rbmcap.cli.main import main
 from rbmcap.errors import EXIT_DATA, EXIT_USAGE
@@ -24,7 +24,6 @@ from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 FRAMES = 30
 FLOOR_ITERATIONS = "150"
-PIG = Path(__file__).resolve().parents[2] / "shared/data/pig"
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -8,7 +8,7 @@ import torch
 from test_training import _module
 
 from rbmcap.body.params import SMPLParams
-from rbmcap.errors import DataError, FormatError, ModelError
+from rbmcap.errors import DataError
 from rbmcap.inference import Predictor
 
 
@@ -69,12 +69,3 @@ def test_wrong_marker_count_is_a_clear_error(standin):
     pos, rot, valid = _observations(5)
     with pytest.raises(DataError, match="marker set 'rbm14'"):
         p.predict(pos[:, :10], rot[:, :10], valid[:, :10])
-
-
-def test_missing_or_foreign_checkpoints(tmp_path):
-    with pytest.raises(ModelError, match="no such checkpoint"):
-        Predictor.from_checkpoint(tmp_path / "none.ckpt")
-    bad = tmp_path / "bad.ckpt"
-    torch.save({"state_dict": {}}, bad)
-    with pytest.raises(FormatError, match="not an rbmcap checkpoint"):
-        Predictor.from_checkpoint(bad)

@@ -11,13 +11,13 @@ import pytest
 import roma
 import torch
 from bodies import walk_plates
+from helpers.shared import OPTITRACK_SAMPLE as SAMPLE
 from writers_c3d import cluster_points
 from writers_optitrack import write_optitrack
 
 from rbmcap.errors import DataError, FormatError
 from rbmcap.io.optitrack import EULER_TYPES, Y_UP_TO_Z_UP, looks_like_optitrack, read_optitrack
 
-SAMPLE = Path(__file__).resolve().parents[2] / "shared/data/optitrack/sample_take_v1.21.csv"
 TOL_MM, TOL_DEG = 0.01, 0.001
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import roma
 import torch
+from helpers.shared import OPTITRACK_SAMPLE, PIG
 
 from rbmcap.errors import ConfigError
 from rbmcap.geometry.registration import rigid_registration
@@ -171,15 +172,12 @@ def test_ten_minutes_of_fourteen_plates_solve_in_seconds():
     assert time.process_time() - start < 20.0  # CPU seconds (all threads)
 
 
-OPTITRACK = Path("/work/shared/data/optitrack/sample_take_v1.21.csv")
-
-
-@pytest.mark.skipif(not OPTITRACK.exists(), reason="the OptiTrack sample is not on this machine")
+@pytest.mark.skipif(not OPTITRACK_SAMPLE.exists(), reason="the OptiTrack sample is absent")
 def test_optitrack_rigid_body_agrees_with_the_pose_solved_from_its_markers(tmp_path: Path):
     from rbmcap.io.formats import read_capture
     from rbmcap.io.plates import plates_from_points
 
-    cap = read_capture(OPTITRACK)
+    cap = read_capture(OPTITRACK_SAMPLE)
     plates = tmp_path / "plates.yaml"
     plates.write_text("rb: {markers: ['Rigid Body 1_1', 'Rigid Body 1_2', 'Rigid Body 1_3']}\n")
     solved = plates_from_points(cap, plates)
@@ -328,9 +326,6 @@ def test_a_shipped_definition_is_never_written_back(tmp_path, monkeypatch):
     assert shipped.read_text() == "box: {markers: [box:a, box:b, box:c, box:d]}\n"
 
 
-PIG = Path(__file__).resolve().parents[2] / "shared/data/pig"
-
-
 @pytest.mark.skipif(
     not PIG.is_dir(), reason="the Plug-in Gait samples (../shared/data/pig) are absent"
 )
@@ -359,3 +354,15 @@ def test_plug_in_gait_static_imports_as_rbm14_plates_on_the_segment_frames():
     side = {n: (p - pos["chest"]) @ left / np.linalg.norm(left) for n, p in pos.items()}
     assert all(side[n] > 0.05 for n in side if n.startswith("left_")), side
     assert all(side[n] < -0.05 for n in side if n.startswith("right_")), side
+
+
+def test_a_plates_file_composes_a_shipped_definition_and_redefines_plates_whole(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        "defaults: [plug-in-gait, _self_]\nhead: {markers: [a, b, c]}\n"
+        "prop: {frame: {origin: PO, x: PX, y: PY}}\n"
+    )
+    mine, shipped = load_plate_definitions(path), load_plate_definitions("plug-in-gait")
+    assert list(mine) == [*shipped, "prop"]
+    assert mine["head"].markers == ("a", "b", "c") and mine["head"].frame is None
+    assert mine["chest"] == shipped["chest"] and mine["prop"].frame == ("PO", "PX", "PY")

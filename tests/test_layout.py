@@ -222,6 +222,105 @@ def test_one_torso_chain():
     assert len(found) == 1, found
 
 
+def test_one_geodesic_angle():
+    """The angle between rotations is :func:`rbmcap.geometry.rotmat_geodesic_angle`, under that
+    name only: no second definition, no wrapper, no import under another name."""
+    found = _definitions(ast.FunctionDef, lambda n: "geodesic" in n and not n.endswith("_loss"))
+    assert [f.split(":")[0] + " " + f.split()[-1] for f in found] == [
+        "rbmcap/geometry/rotations.py rotmat_geodesic_angle"
+    ], found
+    others = _definitions(ast.FunctionDef, lambda n: n in ("rotation_angle", "geodesic_angle"))
+    assert not others, others
+
+
+def test_geometry_is_imported_under_its_own_names():
+    renamed = [
+        f"{path}:{node.lineno} {alias.name} as {alias.asname}"
+        for path, tree in _modules().items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and _under(node.module or "", ("rbmcap.geometry",))
+        for alias in node.names
+        if alias.asname not in (None, alias.name)
+    ]
+    assert not renamed, "one name per function:\n" + "\n".join(renamed)
+
+
+def _only_reexports(tree: ast.Module) -> bool:
+    """True when a module's body is nothing but imports, ``__all__`` and names bound to names."""
+    body = [n for n in tree.body if not _is_docstring(n)]
+    return bool(body) and all(
+        isinstance(n, (ast.Import, ast.ImportFrom))
+        or (
+            isinstance(n, ast.Assign)
+            and (isinstance(n.value, ast.Name) or _binds(n, "__all__"))
+        )
+        for n in body
+    )
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+
+
+def _binds(node: ast.Assign, name: str) -> bool:
+    return any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+
+
+def test_no_module_only_re_exports():
+    """Besides package ``__init__`` files, every module defines something: callers import a name
+    from the module that defines it."""
+    aliases = [
+        path
+        for path, tree in _modules().items()
+        if not path.endswith("__init__.py") and _only_reexports(tree)
+    ]
+    assert not aliases, "modules that only re-export other modules' names:\n" + "\n".join(aliases)
+
+
+def _quotes_an_exception(node: ast.FunctionDef) -> bool:
+    """Takes an exception and returns text, or reads a message's first line and falls back on the
+    exception's class name."""
+    typed = any(
+        isinstance(a.annotation, ast.Name) and a.annotation.id in ("BaseException", "Exception")
+        for a in node.args.args
+    ) and isinstance(node.returns, ast.Name) and node.returns.id == "str"
+    attrs = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+    return typed or {"splitlines", "__name__"} <= attrs
+
+
+def test_one_first_line_of_an_exception():
+    found = [
+        f"{path} {node.name}"
+        for path, tree in _modules().items()
+        for node in _functions(tree)
+        if _quotes_an_exception(node)
+    ]
+    assert found == ["rbmcap/errors.py first_line"], found
+
+
+def test_one_gru_stack():
+    """``BiGRU`` and ``CausalGRU`` share one constructor: ``nn.GRU`` is built in one place."""
+    found = _calls(lambda n: n == "GRU")
+    assert len(found) == 1, found
+
+
+def test_global_to_local_rotations_are_computed_in_geometry():
+    """Parent indices (``max(p, 0) for p in parents``, the root its own parent) are built only by
+    :mod:`rbmcap.geometry.kinematics`; everyone else calls its ``global_to_local``."""
+    found = [
+        f"{path}:{node.lineno}"
+        for path, tree in _modules().items()
+        if path != "rbmcap/geometry/kinematics.py"
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp))
+        and isinstance(node.elt, ast.Call)
+        and _called_name(node.elt) == "max"
+        and any(isinstance(a, ast.Constant) and a.value == 0 for a in node.elt.args)
+    ]
+    assert not found, found
+    assert len(_definitions(ast.FunctionDef, lambda n: n == "global_to_local")) == 1
+
+
 # ----------------------------------------------------------------------- packaged configuration
 def test_the_packaged_configuration_is_inside_the_installed_package():
     conf = conf_dir().resolve()

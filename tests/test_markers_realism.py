@@ -51,7 +51,7 @@ def test_unknown_preset_and_bad_values_are_config_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"bad.yaml: noise.position_mm"):
         load_realism(bad)
     bad.write_text("noise: {positon_mm: 1}\n")
-    with pytest.raises(ConfigError, match="unknown keys"):
+    with pytest.raises(ConfigError, match=r"bad.yaml: unknown key noise\.positon_mm"):
         load_realism(bad)
 
 

@@ -81,6 +81,21 @@ def test_reduced_sets_select_the_reference_indices_and_hang_orphans_from_the_che
     assert sum(p < 0 for p in ms.parents) == 1 and ms.parents[chest] == -1
 
 
+@pytest.mark.parametrize("name", ["rbm14", "rbm_a", "rbm_d", "vr3"])
+def test_hydra_composes_a_set_as_the_loader_does(name):
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from rbmcap.configfiles import HYDRA_CONFIG_MODULE
+
+    with initialize_config_module(HYDRA_CONFIG_MODULE, version_base=None):
+        cfg = compose("train", overrides=[f"markers={name}"])
+    composed = load_marker_set(OmegaConf.to_container(cfg.markers, resolve=True))
+    loaded = load_marker_set(name)
+    assert composed.name == loaded.name == name
+    assert composed.fingerprint == loaded.fingerprint and composed.parents == loaded.parents
+
+
 def test_moshpp53_is_53_points_with_the_listed_vertices():
     ms = load_marker_set("moshpp53")
     assert ms.kind == "point" and len(ms) == 53
@@ -112,9 +127,9 @@ def test_user_defined_set_from_a_yaml_path(tmp_path):
 
 def test_user_subset_of_a_shipped_set(tmp_path):
     path = tmp_path / "arms.yaml"
-    path.write_text("name: arms\nbase: rbm14\nselect: [chest, left_hand, right_hand]\n")
+    path.write_text("defaults: [rbm14, _self_]\nselect: [chest, left_hand, right_hand]\n")
     ms = load_marker_set(path)
-    assert ms.names == ("chest", "left_hand", "right_hand")
+    assert ms.name == "arms" and ms.names == ("chest", "left_hand", "right_hand")
     assert ms.parents == (-1, 0, 0)
 
 

@@ -11,20 +11,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rbmcap.errors import ConfigError
+from rbmcap.geometry import rotmat_geodesic_angle
 from rbmcap.model.losses import (
     ROTATION_LOSSES,
     axis_angle_mse,
     betas_l1,
     chordal_loss,
-    geodesic_angle,
     geodesic_loss,
-    matrix_to_rotation_6d,
-    rotation_6d_to_matrix,
     rotation_loss,
     rotmat_mse,
     sixd_mse,
     trans_l2,
 )
+from rbmcap.model.rotation6d import matrix_to_rotation_6d, rotation_6d_to_matrix
 
 # Angles that break naive formulas: exactly 0, tiny, generic, just below π and exactly π.
 HARD_ANGLES = [0.0, 1e-7, 1e-4, 0.3, 1.0, 2.5, math.pi - 1e-3, math.pi - 1e-4, math.pi]
@@ -57,24 +56,24 @@ def _pairs_at_angles(
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_geodesic_angle_equals_the_true_rotation_angle(dtype):
     R1, R2, theta = _pairs_at_angles(HARD_ANGLES, dtype)
-    angle = geodesic_angle(R1, R2)
+    angle = rotmat_geodesic_angle(R1, R2)
     assert angle.dtype == dtype
     torch.testing.assert_close(angle.double(), theta, atol=1e-5, rtol=0)
-    torch.testing.assert_close(geodesic_angle(R2, R1).double(), theta, atol=1e-5, rtol=0)
+    torch.testing.assert_close(rotmat_geodesic_angle(R2, R1).double(), theta, atol=1e-5, rtol=0)
 
 
 def test_geodesic_angle_is_exactly_zero_for_identical_rotations():
     R = roma.random_rotmat(64, generator=torch.Generator().manual_seed(1))
-    assert geodesic_angle(R, R).abs().max() < 1e-6
+    assert rotmat_geodesic_angle(R, R).abs().max() < 1e-6
 
 
 def test_geodesic_angle_keeps_leading_dims_and_broadcasts():
     g = torch.Generator().manual_seed(2)
     R1 = roma.random_rotmat((2, 5, 24), generator=g)
     R2 = roma.random_rotmat((2, 5, 24), generator=g)
-    assert geodesic_angle(R1, R2).shape == (2, 5, 24)
-    assert geodesic_angle(R1, torch.eye(3)).shape == (2, 5, 24)
-    torch.testing.assert_close(geodesic_loss(R1, R2), geodesic_angle(R1, R2).mean())
+    assert rotmat_geodesic_angle(R1, R2).shape == (2, 5, 24)
+    assert rotmat_geodesic_angle(R1, torch.eye(3)).shape == (2, 5, 24)
+    torch.testing.assert_close(geodesic_loss(R1, R2), rotmat_geodesic_angle(R1, R2).mean())
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -83,7 +82,7 @@ def test_geodesic_gradients_are_finite_and_bounded_at_zero_and_near_pi(angle, dt
     R1, R2, _ = _pairs_at_angles([angle] * 4, dtype, seed=3)
     R1.requires_grad_(True)
     R2.requires_grad_(True)
-    geodesic_angle(R1, R2).sum().backward()
+    rotmat_geodesic_angle(R1, R2).sum().backward()
     assert torch.isfinite(R1.grad).all() and torch.isfinite(R2.grad).all()
     # bounded, not merely finite: |∂θ/∂R|_F is 1/√2 away from the end points (0 at them)
     assert R1.grad.norm(dim=(-2, -1)).max() <= 0.71
@@ -100,10 +99,10 @@ def test_geodesic_gradients_through_6d_decoding_are_finite(angle):
 def test_geodesic_gradient_moves_prediction_towards_target():
     R1, R2, _ = _pairs_at_angles([0.5, 2.0, math.pi - 1e-3], torch.float64, seed=5)
     x = matrix_to_rotation_6d(R1).requires_grad_(True)
-    before = geodesic_angle(rotation_6d_to_matrix(x), R2)
+    before = rotmat_geodesic_angle(rotation_6d_to_matrix(x), R2)
     before.sum().backward()
     with torch.no_grad():
-        after = geodesic_angle(rotation_6d_to_matrix(x - 1e-3 * x.grad), R2)
+        after = rotmat_geodesic_angle(rotation_6d_to_matrix(x - 1e-3 * x.grad), R2)
     assert (after < before).all()
 
 
@@ -122,7 +121,7 @@ def test_geodesic_is_exact_with_finite_gradients_for_any_rotation_pair(q, axis, 
         u = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
     R2 = R1 @ roma.rotvec_to_rotmat(u / u.norm() * angle)
     R1f = R1.float().requires_grad_(True)
-    value = geodesic_angle(R1f, R2.float())
+    value = rotmat_geodesic_angle(R1f, R2.float())
     assert abs(value.item() - angle) < 1e-5
     value.backward()
     assert torch.isfinite(R1f.grad).all()
@@ -134,7 +133,7 @@ def test_geodesic_agrees_with_roma_away_from_pi():
     R2 = roma.random_rotmat(256, dtype=torch.float64, generator=g)
     reference = roma.rotmat_geodesic_distance(R1, R2)
     keep = reference < 3.0
-    torch.testing.assert_close(geodesic_angle(R1, R2)[keep], reference[keep])
+    torch.testing.assert_close(rotmat_geodesic_angle(R1, R2)[keep], reference[keep])
 
 
 @pytest.mark.parametrize("name", sorted(ROTATION_LOSSES))

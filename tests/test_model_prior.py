@@ -12,9 +12,10 @@ from rbmcap.body.joints import JointModel
 from rbmcap.body.poses import stride_pose
 from rbmcap.configfiles import conf_dir
 from rbmcap.geometry import forward_kinematics
+from rbmcap.geometry.gaps import fill_gaps, nearest_seen
+from rbmcap.geometry.plates_to_bones import KinematicPrior
 from rbmcap.markers.markerset import load_marker_set
 from rbmcap.markers.synth import Synthesizer
-from rbmcap.model.prior import KinematicPrior, fill_gaps, nearest_seen
 from rbmcap.skeleton import SMPL_PARENTS
 from rbmcap.training.run import marker_description, plate_rest_frames
 

@@ -5,19 +5,14 @@ Skipped where the clips are absent: rbmcap itself never needs them.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
+from helpers.shared import CMU
 
 from rbmcap.motion import JointMap, bvh_to_motion, read_bvh
 from rbmcap.motion.kinematics import MotionKinematics
 from rbmcap.motion.retarget import support_foot_heights
 
-CMU = Path(
-    os.environ.get("RBMCAP_CMU_DIR", Path(__file__).resolve().parents[2] / "shared/data/cmu")
-)
 CLIPS = ("131_01", "131_02")
 
 pytestmark = pytest.mark.skipif(not CMU.is_dir(), reason=f"CMU clips not found at {CMU}")

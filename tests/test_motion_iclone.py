@@ -7,7 +7,6 @@ Skipped where the clips are absent: rbmcap itself never needs them.
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 import roma
 import torch
+from helpers.shared import ICLONE
 
 from rbmcap.cli.main import main
 from rbmcap.dataset.sources import discover_jobs
@@ -25,11 +25,6 @@ from rbmcap.motion.quality import ground_penetration_mm
 from rbmcap.motion.retarget import is_tpose, support_foot_heights
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
-ICLONE = Path(
-    os.environ.get(
-        "RBMCAP_ICLONE_DIR", Path(__file__).resolve().parents[2] / "shared/data/cmu-iclone"
-    )
-)
 WALK = "002_01"  # subject 2, "walk"
 WALK_FRAMES = 120  # its first 2 s
 Y_UP_TO_Z_UP = np.array([[1, 0, 0], [0, 0, -1], [0, 1, 0]])

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers.shared import BANDAI, SHARED_DATA
 from test_motion_bvh import smooth_random_motion, write_known_bvh
 
 from rbmcap.cli.main import main as cli_main
@@ -18,8 +19,6 @@ from rbmcap.motion.kinematics import MotionKinematics, standin_body
 from rbmcap.motion.retarget import JointMap, bvh_to_motion, retarget_bvh
 from rbmcap.motion.rigs import UnknownRigError, detect_joint_map
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-BANDAI = SHARED / "bandai"
 BANDAI_WALK = BANDAI / "dataset-1_walk_normal_001.bvh"
 needs_bandai = pytest.mark.skipif(not BANDAI_WALK.is_file(), reason="shared/data/bandai absent")
 
@@ -87,7 +86,7 @@ def test_cli_writes_the_draft_and_one_error_line(mixamo, tmp_path, capsys):
     ("folder", "name"), [("bandai", "bandai"), ("cmu-iclone", "iclone_cc"), ("cmu", "cmu")]
 )
 def test_auto_recognises_the_shipped_rigs(folder, name):
-    clips = sorted((SHARED / folder).glob("*.bvh"))
+    clips = sorted((SHARED_DATA / folder).glob("*.bvh"))
     if not clips:
         pytest.skip(f"shared/data/{folder} absent")
     assert detect_joint_map(read_bvh(clips[0])).name == name

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rbmcap.errors import DataError
+from rbmcap.geometry.rotations import rotation_between
 from rbmcap.motion import SMPLMotion, read_motion
-from rbmcap.motion.rotations import rotation_between
 
 
 def constant_velocity_motion(fps: float, duration: float, seed: int = 0):

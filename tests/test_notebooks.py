@@ -7,26 +7,22 @@ promises there. A notebook joins :data:`EXECUTED` once it runs cleanly on the CP
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-import rbmcap
+from helpers.shared import PIG
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-PIG_DIR = Path(os.environ.get("RBMCAP_PIG_DIR", Path(rbmcap.__file__).resolve().parents[2]
-                              / "shared/data/pig"))  # fmt: skip
-"""The real Vicon Plug-in Gait session the walkthrough runs on when it is there (the notebook's
-own rule); without it, the walkthrough makes a synthetic Vicon CSV and writes that instead."""
 CELL_TIMEOUT_S = 600
 """Per cell; the longest cells are the tiny training runs of the walkthrough and of
 training_and_eval (15–40 s each on an idle 2-core machine, minutes when the cores are shared)."""
+# The walkthrough runs on the real Vicon Plug-in Gait session when it is there (the notebook's own
+# rule, the same folder); without it, it makes a synthetic Vicon CSV and writes that instead.
 WALKTHROUGH_INPUT = (
     "outputs/vicon_walkthrough/static.npz"  # the Plug-in Gait static, imported
-    if PIG_DIR.is_dir()
+    if PIG.is_dir()
     else "outputs/vicon_walkthrough/walk_segments.csv"  # the synthetic Vicon export
 )
 
@@ -145,7 +141,7 @@ def test_walkthrough_exports_hold_the_whole_capture(executed):
     capture = Capture.load(out / "capture.npz")
     motion = SMPLMotion.load(out / "motion.npz")
     assert motion.num_frames == capture.num_frames and motion.fps == capture.fps == 100.0
-    if PIG_DIR.is_dir():
+    if PIG.is_dir():
         assert capture.num_frames == 255 and "LFEO" in capture.point_names
     assert np.isfinite(motion.poses).all()
     bvh = read_bvh(out / "motion.bvh")

@@ -239,9 +239,45 @@ def test_every_experiment_config_composes():
             == "axis_angle_mse"
         )
         assert compose("train", overrides=["experiment=paper_rbm14_raw"]).features == "raw"
-        assert compose("train", overrides=["experiment=paper_rbm_a"]).markers.name == "rbm_a"
+        reduced = compose("train", overrides=["experiment=paper_rbm14", "markers=rbm_a"])
+        assert reduced.markers.name == "rbm_a" and reduced.features == "paper"
         ddp = compose("train", overrides=["trainer=ddp"]).trainer
         assert ddp.strategy == "ddp" and ddp.accelerator == "gpu"
+
+
+def test_an_experiment_builds_its_optimiser_and_schedule_from_the_config(standin):
+    """``optim`` and ``scheduler`` are instantiated (``_target_``), command-line overrides and the
+    experiment's own values included; a value the optimiser refuses is one ConfigError line."""
+    from types import SimpleNamespace
+
+    from rbmcap.errors import ConfigError
+
+    model = _module(standin, "mlp", "experiment=standin_rbm14", "optim.lr=1e-3",
+                    "scheduler.decay=0.5")  # fmt: skip
+    model.trainer = SimpleNamespace(estimated_stepping_batches=100)
+    configured = model.configure_optimizers()
+    opt, schedule = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
+    assert isinstance(opt, torch.optim.Adam) and opt.defaults["lr"] == 1e-3
+    assert opt.param_groups[0]["lr"] == pytest.approx(1e-3 / 3)  # the experiment's 3 % warm-up
+    for _ in range(10):
+        opt.step()
+        schedule.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.5e-3)  # step 10 of 100: one decay
+    bad = _module(standin, "mlp", "optim.lr=-1")
+    bad.trainer = model.trainer
+    with pytest.raises(ConfigError, match=r"^optim.optimizer: Invalid learning rate"):
+        bad.configure_optimizers()
+
+
+def test_the_data_module_is_built_from_the_config(tmp_path):
+    from rbmcap.training.data import MotionRecipe
+    from rbmcap.training.run import build_datamodule
+
+    cfg = _compose("experiment=demo", "data.batch_size=7", f"paths.root_dir={tmp_path}")
+    data = build_datamodule(cfg)
+    assert isinstance(data, RBMDataModule) and (data.batch_size, data.window) == (7, 60)
+    assert isinstance(data.generate, MotionRecipe) and data.generate.num == 120
+    assert data.markers["name"] == "rbm14" and data.path.parent == tmp_path / "data"
 
 
 def test_loggers_come_from_the_logger_config_group(tmp_path):
@@ -322,8 +358,8 @@ def test_marker_overrides_reach_the_model(standin):
 
 def test_a_marker_set_cut_down_on_the_command_line_drops_its_markers(standin):
     """The composed mapping is what counts, not the group's name."""
-    model = _module(standin, "mlp", "~markers.markers", "+markers.base=rbm14",
-                    "+markers.select=[chest,head,left_hand]", "markers.name=rbm3")  # fmt: skip
+    model = _module(standin, "mlp", "+markers.select=[chest,head,left_hand]",
+                    "markers.name=rbm3")  # fmt: skip
     assert model.hparams["markers"]["names"] == ["chest", "head", "left_hand"]
     assert model.hparams["markers"]["parents"] == [-1, 0, 0]
     assert model.encoder.num_markers == 3 and len(model.hparams["plate_rest_pos"]) == 3
@@ -382,7 +418,7 @@ def test_a_missing_dataset_is_made_in_prepare_data_only(tmp_path, fake_synthesis
     from rbmcap.training.run import build_datamodule, train
 
     cfg = _absent_data(tmp_path)
-    data = build_datamodule(cfg, configured_markers(cfg))
+    data = build_datamodule(cfg)
     assert not data.has_dataset() and not fake_synthesis.calls
     with pytest.raises(DataError, match="no dataset"):
         data.setup("fit")  # what a process that did not prepare the data sees

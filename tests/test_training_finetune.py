@@ -141,7 +141,7 @@ def test_one_command_trains_the_same_weights_twice(tmp_path, tiny_dataset):
 
 
 def test_learning_rate_ramps_up_then_decays_in_steps():
-    from rbmcap.training.module import lr_factor
+    from rbmcap.training.schedule import lr_factor
 
     f = [lr_factor(s, 1000, warmup=0.03, decay=0.8, decay_every=0.1) for s in range(1000)]
     assert f[0] == pytest.approx(1 / 30) and f[14] == pytest.approx(0.5)

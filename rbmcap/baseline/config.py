@@ -1,31 +1,26 @@
-"""Solver configuration: the dataclasses say what each key means; YAML says what it is.
+"""Solver configuration: the dataclasses say what each key means and are the schema; YAML says
+what each value is.
 
 One source of truth: ``rbmcap/conf/baseline/default.yaml`` holds every default, each number with
 the measurement that chose it; the dataclasses below have no defaults. Every other configuration
-(``hybrid``, ``points``, or a user's own YAML path) and every ``overrides`` mapping is a layer on
-top of ``default.yaml`` that sets only what it changes:
-
-    default.yaml  →  the named file or path  →  overrides (nested or dotted keys)
-
-Validation happens in one place (:func:`_check_layer` for keys and types as each layer is read,
-:func:`_check_values` for ranges and choices of the merged result, which
-:class:`SolverConfig` also runs when built directly): an unknown key, a wrong type or an
-out-of-range value raises :class:`rbmcap.errors.ConfigError` naming the file (or ``overrides``)
-and the dotted key.
+(``hybrid``, ``points``, or a user's own YAML path) starts with ``defaults: [default, _self_]``
+and sets only what it changes; ``overrides`` (nested or dotted keys) come last. Loading goes
+through :func:`rbmcap.configfiles.load_config` (OmegaConf checks keys and types);
+:data:`_CHECKS` states each key's range or choices, checked whenever a :class:`SolverConfig` is
+built. A bad key or value raises :class:`~rbmcap.errors.ConfigError` naming the file (or
+``overrides``) and the dotted key.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rbmcap.baseline.optimisers import STEPPERS
-from rbmcap.configfiles import conf_file, conf_names, load_yaml_mapping, named_yaml
-from rbmcap.errors import ConfigError
+from rbmcap.configfiles import ConfigValueError, build_config, conf_names, load_config
 
 OPTIMISERS = tuple(STEPPERS)
 INITS = ("kinematic", "rest")
@@ -112,7 +107,8 @@ class SolverConfig:
     Attributes:
         optimiser, weights, schedule: see the classes.
         record: iteration counts at which the convergence record samples the objective (and
-            MPJPE when the truth is given); the final iteration is always recorded.
+            MPJPE when the truth is given), sorted, each once; the final iteration is always
+            recorded.
         dtype: 'float32' or 'float64'.
     """
 
@@ -123,7 +119,8 @@ class SolverConfig:
     dtype: str
 
     def __post_init__(self) -> None:
-        _check_values(_flatten(self.to_dict()), {})
+        object.__setattr__(self, "record", tuple(sorted(set(self.record))))
+        _check_values(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (for reports and JSON)."""
@@ -133,7 +130,7 @@ class SolverConfig:
 
     def merged(self, overrides: dict[str, Any]) -> SolverConfig:
         """A copy with ``overrides`` (nested dict, or dotted keys like 'optimiser.iterations')."""
-        return _build([(self.to_dict(), "config"), (overrides, "overrides")])
+        return build_config(SolverConfig, [(self.to_dict(), "config"), (overrides, "overrides")])
 
 
 def available_configs() -> list[str]:
@@ -146,42 +143,18 @@ def load_solver_config(
 ) -> SolverConfig:
     """Load a solver configuration by name (``default``, ``hybrid``, ``points``) or YAML path.
 
-    The file is a layer over ``default.yaml``: keys it does not set keep the defaults there.
-    ``overrides`` (nested or dotted keys) are applied last.
+    A file other than ``default.yaml`` composes it through ``defaults: [default, _self_]``:
+    keys it does not set keep the defaults there. ``overrides`` (nested or dotted keys) are
+    applied last.
 
     Raises:
-        ConfigError: unknown name or missing file; an unknown key, a wrong type or an
-            out-of-range value (the message names the file or 'overrides' and the key).
+        ConfigError: unknown name or missing file; an unknown key, a wrong type, a missing key
+            or an out-of-range value (the message names the file or 'overrides' and the key).
     """
-    default = conf_file("baseline", "default.yaml")
-    layers = [(load_yaml_mapping(default), str(default))]
-    path = named_yaml(name_or_path, "baseline", "baseline config")
-    if path.resolve() != default.resolve():
-        layers.append((load_yaml_mapping(path), str(path)))
-    if overrides:
-        layers.append((overrides, "overrides"))
-    return _build(layers)
+    return load_config(name_or_path, "baseline", SolverConfig, "baseline config", overrides)
 
 
 # ----------------------------------------------------------------------------- validation
-_SECTIONS: dict[str, type] = {
-    "optimiser": OptimiserConfig,
-    "weights": WeightsConfig,
-    "schedule": ScheduleConfig,
-}
-
-
-def _types() -> dict[str, Any]:
-    """Dotted key → its annotated type, for every key of a complete configuration."""
-    out = {}
-    for section, cls in _SECTIONS.items():
-        for key, hint in typing.get_type_hints(cls).items():
-            out[f"{section}.{key}"] = hint
-    hints = typing.get_type_hints(SolverConfig)
-    out.update({k: hints[k] for k in ("record", "dtype")})
-    return out
-
-
 def _positive(v) -> bool:
     return v > 0
 
@@ -212,95 +185,15 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
 """Range and choice of every key (the one place they are stated)."""
 
 
-def _build(layers: list[tuple[dict[str, Any], str]]) -> SolverConfig:
-    """Merge ``(mapping, where)`` layers in order, check them, and build the dataclasses."""
-    types = _types()
-    flat: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    for data, where in layers:
-        for key, value in _check_layer(data, where, types).items():
-            flat[key], sources[key] = value, where
-    missing = sorted(set(types) - set(flat))
-    if missing:
-        raise ConfigError(f"{layers[0][1]}: baseline config misses keys {missing}")
-    _check_values(flat, sources)
-    sections = {
-        name: cls(**{k.split(".", 1)[1]: v for k, v in flat.items() if k.startswith(name + ".")})
-        for name, cls in _SECTIONS.items()
-    }
-    return SolverConfig(**sections, record=flat["record"], dtype=flat["dtype"])
-
-
-def _check_layer(data: dict[str, Any], where: str, types: dict[str, Any]) -> dict[str, Any]:
-    """One layer as {dotted key: value of the right type}; unknown keys and wrong types raise."""
-    data = dict(data)
-    data.pop("name", None)  # a file's own label
-    flat = _flatten(data, where)
-    unknown = sorted(set(flat) - set(types))
-    if unknown:
-        section = unknown[0].split(".")[0]
-        if section in _SECTIONS:
-            known = sorted(k for k in types if k.startswith(section + "."))
-        else:
-            known = sorted({k.split(".")[0] for k in types})
-        raise ConfigError(f"{where}: unknown baseline config keys {unknown}; known: {known}")
-    return {key: _coerce(value, types[key], key, where) for key, value in flat.items()}
-
-
-def _check_values(flat: dict[str, Any], sources: dict[str, str]) -> None:
-    """Ranges and choices (:data:`_CHECKS`); the error names the layer that set the key."""
+def _check_values(config: SolverConfig) -> None:
+    """Ranges and choices (:data:`_CHECKS`); ConfigValueError naming the first bad key."""
     for key, (ok, message) in _CHECKS.items():
-        if key not in flat:
-            continue
-        where = sources.get(key, "baseline config")
+        value = config
+        for part in key.split("."):
+            value = getattr(value, part)
         try:
-            good = ok(flat[key])
+            good = ok(value)
         except TypeError:  # only a dataclass built in code can hold a wrong type here
-            raise ConfigError(f"{where}: {key} = {flat[key]!r} has the wrong type") from None
+            raise ConfigValueError(key, value, "has the wrong type") from None
         if not good:
-            raise ConfigError(f"{where}: {key} = {flat[key]!r}: {message}")
-
-
-def _flatten(data: dict[str, Any], where: str = "baseline config") -> dict[str, Any]:
-    """Nested and dotted keys alike as dotted keys: {'a': {'b': 1}, 'c.d': 2} → a.b, c.d."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        key = str(key)
-        if key in _SECTIONS and not isinstance(value, dict):
-            raise ConfigError(f"{where}: {key} must be a mapping, got {value!r}")
-        if isinstance(value, dict):
-            out.update({f"{key}.{k}": v for k, v in _flatten(value, where).items()})
-        else:
-            out[key] = value
-    return out
-
-
-def _coerce(value: Any, hint: Any, key: str, where: str) -> Any:
-    """``value`` as type ``hint`` (bool, int, float, str or tuple[int, ...]), strictly."""
-    try:
-        if hint is bool:
-            if not isinstance(value, bool):
-                raise TypeError
-            return value
-        if hint is int:
-            if isinstance(value, bool) or int(value) != value:
-                raise TypeError
-            return int(value)
-        if hint is float:
-            if isinstance(value, bool):
-                raise TypeError
-            return float(value)  # YAML reads 1e-2 (no dot) as text
-        if hint is str:
-            if not isinstance(value, str):
-                raise TypeError
-            return value
-        if not isinstance(value, list | tuple) or not all(
-            isinstance(r, int) and not isinstance(r, bool) for r in value
-        ):
-            raise TypeError
-        return tuple(sorted(set(value)))
-    except (TypeError, ValueError):
-        expected = hint.__name__ if hint in (bool, int, float, str) else "a list of integers"
-        raise ConfigError(
-            f"{where}: {key} = {value!r} has the wrong type (expected {expected})"
-        ) from None
+            raise ConfigValueError(key, value, message)

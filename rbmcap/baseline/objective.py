@@ -21,7 +21,7 @@ import torch
 
 from rbmcap.baseline.config import WeightsConfig
 from rbmcap.baseline.prior import GaussianMixturePrior
-from rbmcap.geometry.rotations import rotmat_geodesic_angle as geodesic_angle
+from rbmcap.geometry.rotations import rotmat_geodesic_angle
 from rbmcap.markers.plates import PlateTopology, plate_frames
 
 
@@ -77,7 +77,7 @@ def objective_terms(
     terms = {"position": (w * ((pred_pos - obs.pos) ** 2).sum(-1)).sum() / sp**2}
     if obs.rot is not None:
         sr = math.radians(weights.rotation_sigma_deg)
-        terms["rotation"] = (w * geodesic_angle(pred_rot, obs.rot) ** 2).sum() / sr**2
+        terms["rotation"] = (w * rotmat_geodesic_angle(pred_rot, obs.rot) ** 2).sum() / sr**2
     zero = pred_pos.new_zeros(())
     prior_term = zero
     if prior is not None and weights.prior > 0:

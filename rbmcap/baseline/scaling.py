@@ -24,7 +24,7 @@ import torch
 from rbmcap.baseline.config import WeightsConfig
 from rbmcap.baseline.objective import predict_markers
 from rbmcap.baseline.prior import GaussianMixturePrior
-from rbmcap.geometry.rotations import rotmat_geodesic_angle as geodesic_angle
+from rbmcap.geometry.rotations import rotmat_geodesic_angle
 from rbmcap.markers.plates import PlateTopology
 
 STEP = 1e-3
@@ -83,7 +83,7 @@ def unknown_scales(
     sp = weights.position_sigma_mm * 1e-3
     curvature = 2.0 * (dp**2).sum(-1) / sp**2
     if rotations:
-        dr = geodesic_angle(pr[:n], pr[n:]) / (2 * STEP)
+        dr = rotmat_geodesic_angle(pr[:n], pr[n:]) / (2 * STEP)
         sr = math.radians(weights.rotation_sigma_deg)
         curvature = curvature + 2.0 * (dr**2).sum(-1) / sr**2
     body_c = curvature[3:72] + 2.0 * weights.pose_l2

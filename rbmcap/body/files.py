@@ -2,8 +2,9 @@
 
 Official SMPL/SMPL-H ``.pkl`` files hold chumpy objects; chumpy does not import on current Python
 and numpy, so pickles are read with an unpickler that turns every chumpy class into a stub and
-keeps its array state. ``.npz`` files (AMASS's SMPL+H release, converted pickles, the stand-in) are
-read with numpy.
+keeps its array state. That unpickler resolves only the globals a model file needs (numpy arrays,
+dtypes and scalars, scipy sparse matrices, chumpy), so loading a ``.pkl`` runs no other code.
+``.npz`` files (AMASS's SMPL+H release, converted pickles, the stand-in) are read with numpy.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -33,11 +35,59 @@ class _ChumpyStub:
         self.__dict__["_state"] = state
 
 
-class _ChumpyFreeUnpickler(pickle.Unpickler):
+# The globals a model pickle may name, as numpy 1 and 2, old and new scipy, and Python 2 and 3
+# write them. Everything else (os.system, builtins.eval, ...) is refused before it is imported.
+_ALLOWED_GLOBALS = frozenset(
+    {
+        # numpy arrays, dtypes and scalars (numpy 1 writes numpy.core, numpy 2 numpy._core)
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.numeric", "_frombuffer"),
+        ("numpy._core.numeric", "_frombuffer"),
+        # scipy sparse matrices (the official joint regressor is a csc_matrix)
+        ("scipy.sparse.csc", "csc_matrix"),
+        ("scipy.sparse._csc", "csc_matrix"),
+        ("scipy.sparse.csr", "csr_matrix"),
+        ("scipy.sparse._csr", "csr_matrix"),
+        # how protocols 0-2 rebuild objects, sets and bytes
+        ("copyreg", "_reconstructor"),
+        ("builtins", "object"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("_codecs", "encode"),
+    }
+)
+_PYTHON2_MODULES = {"__builtin__": "builtins", "copy_reg": "copyreg"}  # the official files' names
+
+
+class _ModelUnpickler(pickle.Unpickler):
+    """Unpickles a model file: chumpy classes become :class:`_ChumpyStub`, the globals in
+    ``_ALLOWED_GLOBALS`` resolve, and any other global is a :class:`FormatError`."""
+
+    def __init__(self, fh, path: Path) -> None:
+        super().__init__(fh, encoding="latin1")
+        self._path = path
+
     def find_class(self, module: str, name: str):
         if module == "chumpy" or module.startswith("chumpy."):
             return _ChumpyStub
-        return super().find_class(module, name)
+        module = _PYTHON2_MODULES.get(module, module)
+        if (module, name) not in _ALLOWED_GLOBALS:
+            raise FormatError(
+                f"{self._path}: refused to unpickle {module}.{name}: a model pickle holds only "
+                "numpy arrays, scipy sparse matrices and chumpy objects"
+            )
+        if module.startswith("scipy.sparse"):
+            import scipy.sparse  # the public namespace: scipy deprecates the module paths
+
+            return getattr(scipy.sparse, name)
+        with warnings.catch_warnings():  # numpy 1's module paths, read under numpy 2
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return super().find_class(module, name)
 
 
 def _plain_array(value, key: str, path: Path):
@@ -58,10 +108,14 @@ def _plain_array(value, key: str, path: Path):
 
 
 def read_pickle(path: Path) -> dict[str, np.ndarray]:
-    """Read an official SMPL-family ``.pkl`` without importing chumpy."""
+    """Read an official SMPL-family ``.pkl`` without importing chumpy or running its code.
+
+    A global outside numpy, scipy sparse and chumpy is refused with a :class:`FormatError`
+    naming the file and the global, before anything is imported or called.
+    """
     try:
         with open(path, "rb") as fh:
-            raw = _ChumpyFreeUnpickler(fh, encoding="latin1").load()
+            raw = _ModelUnpickler(fh, path).load()
     except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError) as exc:
         raise FormatError(f"{path}: not a readable model pickle ({exc})") from exc
     if not isinstance(raw, dict):

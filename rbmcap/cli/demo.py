@@ -180,7 +180,7 @@ def _pretrained_stage(out: Path, seed: int, budget: DemoBudget, name: str) -> di
     card = model_card(name)  # one ModelError listing the shipped names when unknown
     cfg = _demo_config(out, seed, (*budget.train_overrides,
                                    f"data.generate.seed={PRETRAINED_DATA_SEED}"))  # fmt: skip
-    build_datamodule(cfg, None).prepare_data()
+    build_datamodule(cfg).prepare_data()
     check = card.get("check", {}).get("mpjpe_mm", {}).get("mean")
     print(f"   trained by: {card.get('command')}; check-set MPJPE {check} mm "
           f"({time.perf_counter() - t:.0f} s)")  # fmt: skip

@@ -2,15 +2,15 @@
 
 Every rotation matrix that enters rbmcap from a file (a capture's plates, through
 :class:`rbmcap.io.capture.Capture`) goes through :func:`orthonormalize`: a matrix that is a
-rotation up to rounding is replaced by the nearest rotation (the orthogonal factor of its polar
-decomposition, which for a matrix with a positive determinant is also the nearest rotation in
-the Frobenius norm, as ``roma.special_procrustes`` would give), and the largest correction made is
-reported; a matrix that is not a rotation (a reflection, or scaled or sheared beyond
-:data:`ROTATION_TOLERANCE`) is a :class:`~rbmcap.errors.DataError` naming where it is.
+rotation up to rounding is replaced by the nearest rotation in the Frobenius norm
+(``roma.special_procrustes``), and the largest correction made is reported; a matrix that is not
+a rotation (a reflection, or scaled or sheared beyond :data:`ROTATION_TOLERANCE`) is a
+:class:`~rbmcap.errors.DataError` naming where it is.
 
 The check is vectorised (elementwise arithmetic on the matrices' columns, no batched SVD, which
 costs seconds on a million matrices): the singular values come from a closed-form eigen
-decomposition of ``MᵀM − I`` and the polar factor from Newton–Schulz iterations.
+decomposition of ``MᵀM − I``. Only matrices that are not rotations to the caller's precision
+(``atol``) are corrected, so exact rotations written in float32 or float64 cost the check alone.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import roma
+import torch
 
-from rbmcap.errors import DataError, location
+from rbmcap.errors import ConfigError, DataError, location
 
 ROTATION_TOLERANCE = 1e-3
 """Largest accepted deviation of a singular value from 1 (``max |σᵢ − 1|``) for a matrix read
@@ -39,7 +41,8 @@ is safe.
 """
 
 _MAX_TOLERANCE = 0.1
-"""Newton–Schulz converges for singular values in (0, √3); tolerances are kept well inside."""
+"""The largest tolerance accepted: a matrix scaled or sheared by more than 10 % is no rotation
+written with rounding."""
 
 
 def singular_deviation(mats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -74,9 +77,9 @@ def orthonormalize(
         tolerance: largest accepted ``max |σᵢ − 1|`` (see :data:`ROTATION_TOLERANCE`), at most
             0.1.
         atol: matrices already orthonormal within ``atol`` (``‖MᵀM − I‖_F ≤ atol``) are returned
-            as given, and the others are corrected until they are; 0 (default): to float64
-            precision. :class:`~rbmcap.io.capture.Capture`, which stores float32, passes
-            :data:`FLOAT32_ATOL`.
+            as given, and the others are replaced by their nearest rotation; 0 (default): every
+            matrix not orthonormal to float64 precision is replaced.
+            :class:`~rbmcap.io.capture.Capture`, which stores float32, passes :data:`FLOAT32_ATOL`.
         dtype: of the result (float32 for a capture: converting in chunks is cheaper).
         where: turns the batch index of a bad matrix into the start of the error message (e.g.
             ``"take.npz: plate 'head', frame 12"``); default ``"matrix (i, j)"``.
@@ -92,7 +95,7 @@ def orthonormalize(
             one in index order (for (T, N, 3, 3) plates: the earliest frame).
     """
     if not 0 < tolerance <= _MAX_TOLERANCE:
-        raise ValueError(f"tolerance {tolerance} is outside (0, {_MAX_TOLERANCE}]")
+        raise ConfigError(f"tolerance {tolerance} is outside (0, {_MAX_TOLERANCE}]")
     mats = np.asarray(mats)
     batch = mats.shape[:-2]
     valid = np.broadcast_to(np.asarray(True if valid is None else valid, dtype=bool), batch)
@@ -144,7 +147,7 @@ def _check_chunk(
         k = int(bad[0])
         dev_k = float(_exact_deviation(e[:, k]))
         return deviation, k, _why(x[:, k].reshape(3, 3), dev_k, float(_det(x[:, k])), tolerance)
-    _newton_schulz(x, e, frob, atol)
+    _nearest_rotations(x, frob > atol)
     return deviation, None, ""
 
 
@@ -230,41 +233,13 @@ def _sigma_minus_one(lam: np.ndarray) -> np.ndarray:
     return np.abs(lam) / (np.sqrt(np.maximum(1.0 + lam, 0.0)) + 1.0)
 
 
-def _newton_schulz(x: np.ndarray, e: np.ndarray, frob: np.ndarray, atol: float) -> None:
-    """Replace the (9, K) matrices ``x`` (E = MᵀM − I as (6, K), ``frob`` its Frobenius norm) by
-    their orthogonal polar factors, in place: X ← X (I − E / 2), where ‖E‖ > atol.
-
-    Each singular value maps to σ(3 − σ²)/2, so |λ| = |σ² − 1| becomes at most (3λ² + |λ|³)/4:
-    2e-3 → 3e-6 → 7e-12 → rounding. A matrix leaves the loop once that bound is below
-    max(atol, 1e-15), so E is recomputed only for the matrices that need another step."""
-    idx = np.flatnonzero(frob > atol)
-    lam, es = frob[idx], e[:, idx]
-    for _ in range(_MAX_STEPS):
-        full = idx.size == x.shape[1]
-        xs = x if full else x[:, idx]
-        h = 0.5 * es
-        new = np.empty_like(xs)
-        for i in range(3):
-            r0, r1, r2 = xs[3 * i], xs[3 * i + 1], xs[3 * i + 2]
-            for j in range(3):
-                a, b, c = _SYM[j]
-                new[3 * i + j] = xs[3 * i + j] - (r0 * h[a] + r1 * h[b] + r2 * h[c])
-        if full:
-            x[...] = new
-        else:
-            x[:, idx] = new
-        lam = 0.75 * lam**2 + 0.25 * lam**3
-        more = lam > max(atol, 1e-15)
-        if not more.any():
-            return
-        idx, lam = idx[more], lam[more]
-        es = _gram(x[:, idx])
-
-
-_SYM = ((0, 3, 4), (3, 1, 5), (4, 5, 2))
-"""Row j (= column j) of a symmetric 3×3 matrix stored as its entries 00, 11, 22, 01, 02, 12."""
-
-_MAX_STEPS = 12
+def _nearest_rotations(x: np.ndarray, needs: np.ndarray) -> None:
+    """Replace the (9, K) matrices ``x`` flagged by ``needs`` (K,) bool by their nearest rotations,
+    in place."""
+    idx = np.flatnonzero(needs)
+    if idx.size:
+        m = torch.from_numpy(np.ascontiguousarray(x[:, idx].T)).view(-1, 3, 3)
+        x[:, idx] = roma.special_procrustes(m).reshape(-1, 9).numpy().T
 
 
 def where_plate(source: str, names: Sequence[str], kind: str = "plate") -> Callable:

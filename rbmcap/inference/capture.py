@@ -11,17 +11,14 @@
    are resampled to that rate (positions linearly, rotations by slerp, a sample valid only where
    both neighbours are), predicted there, and the motion is sampled back at the capture's own
    frame times, so the result has the capture's frame count and fps. The training rate is the
-   checkpoint's ``fps`` hyper-parameter when it has one, else 60 Hz: every rbmcap data recipe
-   synthesises at 60 Hz (``conf/data/*.yaml``) and design §2 makes it the working rate;
+   checkpoint's ``fps`` hyper-parameter (see :mod:`rbmcap.checkpoint`);
 4. shape: with a calibration that carries ``betas`` (measured on the T-pose, over many still
    frames), those betas are used, and the body is placed on the plates: each frame's ``trans``
    is the least-squares translation of the virtual plates (the predicted pose on the calibrated
    body) onto the calibrated plates seen in that frame, i.e. their mean difference (see
-   :func:`place_on_plates`). Keeping the network's own ``trans`` would keep the pelvis where the
-   network put it for *its* shape estimate; measured on a stand-in walk with the demo model,
-   that pelvis sits ~43 mm off once the true shape is imposed (MPJPE 46 mm against 28 mm with
-   the network's own shape, and 20 mm when placed on the plates). Frames with no plate seen
-   keep the pelvis where the network put it. Without a calibration: the network's betas
+   :func:`place_on_plates`): the network's own ``trans`` puts the pelvis where it belongs for
+   *its* shape estimate, not for the calibrated shape. Frames with no plate seen keep the
+   pelvis where the network put it. Without a calibration: the network's betas
    averaged over the whole capture, and its ``trans``.
 
 Invalid plates are masked through ``valid`` (the network never sees their zeros as data).
@@ -29,7 +26,6 @@ Invalid plates are masked through ``valid`` (the network never sees their zeros 
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -38,33 +34,25 @@ import torch
 
 from rbmcap.errors import DataError
 from rbmcap.geometry import rotmat_slerp
+from rbmcap.motion.resample import resample_times, sample_frames
 from rbmcap.motion.smpl_motion import GENDERS, SMPLMotion
-
-DEFAULT_MODEL_FPS = 60.0
-"""Training rate assumed for checkpoints that do not record theirs (rbmcap's data recipes)."""
 
 
 def model_fps(predictor) -> float:
-    """The frame rate the predictor's network was trained at (Hz); see the module docstring."""
-    hp = predictor.model.hparams
-    fps = hp.get("fps") or (hp.get("data") or {}).get("fps")
-    return float(fps) if fps else DEFAULT_MODEL_FPS
+    """The frame rate (Hz) of the data the predictor's network was trained on, as its checkpoint
+    records it (the ``fps`` hyper-parameter)."""
+    return predictor.fps
 
 
-def match_plates(capture, names: list[str], num_markers: int, marker_set: str):
-    """The capture's plates in the marker set's order (a :class:`~rbmcap.io.capture.Capture`).
+def match_plates(capture, names: list[str], marker_set: str):
+    """The capture's plates named ``names`` (the marker set's plates), in that order (a
+    :class:`~rbmcap.io.capture.Capture`).
 
     Raises:
         DataError: a marker-set plate is missing from the capture (naming every missing one and
-            what the capture has), or, for a checkpoint without plate names, the plate count
-            differs.
+            what the capture has).
     """
     label = capture.source or "capture"
-    if not names:  # old checkpoints: file order it is
-        if capture.num_plates != num_markers:
-            raise DataError(f"{label}: {capture.num_plates} plates, marker set {marker_set!r} "
-                            f"has {num_markers}")  # fmt: skip
-        return capture
     missing = [n for n in names if n not in capture.names]
     if missing:
         raise DataError(
@@ -72,18 +60,6 @@ def match_plates(capture, names: list[str], num_markers: int, marker_set: str):
             f"the capture has {', '.join(capture.names)} (map names with `rbmcap import --map`)"
         )
     return capture.select(names)
-
-
-def sample_positions(n_in: int, fps_in: float, times: np.ndarray):
-    """Neighbour frames and weights for sampling a sequence of ``n_in`` frames at ``times`` (s).
-
-    Returns (lo (K,) int, hi (K,) int, w (K,) float in [0, 1]); times beyond the last frame hold
-    it (no extrapolation).
-    """
-    pos = np.clip(np.asarray(times, dtype=np.float64) * fps_in, 0.0, n_in - 1)
-    lo = np.minimum(np.floor(pos + 1e-9).astype(np.int64), n_in - 1)
-    hi = np.minimum(lo + 1, n_in - 1)
-    return lo, hi, np.clip(pos - lo, 0.0, 1.0)
 
 
 def _lerp(x: np.ndarray, lo, hi, w) -> np.ndarray:
@@ -101,9 +77,8 @@ def _interp_rotations(rot: np.ndarray, lo, hi, w) -> np.ndarray:
 def resample_observations(pos, rot, valid, fps_in: float, fps_out: float):
     """Plate observations at ``fps_out``: pos (K, N, 3) linear, rot (K, N, 3, 3) slerp, valid
     (K, N) where both neighbours are valid; K frames cover the input's whole time span."""
-    t = len(pos)
-    count = max(math.ceil((t - 1) / fps_in * fps_out - 1e-6) + 1, 1)
-    lo, hi, w = sample_positions(t, fps_in, np.arange(count) / fps_out)
+    times = resample_times(len(pos), fps_in, fps_out, cover=True)
+    lo, hi, w = sample_frames(len(pos), fps_in, times)
     ok = valid[lo] & (valid[hi] | (w[:, None] < 1e-9))
     return (_lerp(pos.astype(np.float64), lo, hi, w).astype(np.float32),
             _interp_rotations(rot, lo, hi, w).astype(np.float32), ok)  # fmt: skip
@@ -180,8 +155,7 @@ def predict_capture(predictor, capture, calibration=None, *, progress: bool = Fa
         :class:`SMPLMotion` with the capture's frame count and fps: ``poses`` (T, 24, 3),
         ``trans`` (T, 3) m, world Z up, ``betas`` (B,), the checkpoint body's gender.
     """
-    cap = match_plates(capture, predictor.marker_names, predictor.num_markers,
-                       predictor.marker_set)  # fmt: skip
+    cap = match_plates(capture, predictor.marker_names, predictor.marker_set)
     if calibration is not None:
         cap = _apply_calibration(cap, calibration)
     if cap.num_frames == 0:
@@ -195,7 +169,7 @@ def predict_capture(predictor, capture, calibration=None, *, progress: bool = Fa
     betas, trans = _calibrated_betas(predictor, params, calibration, obs)
     poses, trans = params.poses.double().numpy(), trans.double().numpy()
     if not same_rate:
-        lo, hi, w = sample_positions(len(poses), fps, np.arange(cap.num_frames) / cap.fps)
+        lo, hi, w = sample_frames(len(poses), fps, np.arange(cap.num_frames) / cap.fps)
         rotmats = roma.rotvec_to_rotmat(torch.from_numpy(poses)).numpy()
         rotmats = _interp_rotations(rotmats, lo, hi, w)
         poses = roma.rotmat_to_rotvec(torch.from_numpy(rotmats)).numpy()

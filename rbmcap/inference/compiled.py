@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from rbmcap.errors import ModelError
+from rbmcap.errors import ModelError, first_line
 
 log = logging.getLogger("rbmcap.stream")
 
@@ -56,14 +56,15 @@ def compiled_step(step: torch.nn.Module, model, example: tuple) -> Callable:
         with torch.inference_mode(False), torch.no_grad(), frozen(model):
             program = torch.export.export(step, example, strict=False)
     except Exception as exc:  # export's failures have no common base class
-        raise ModelError(f"the stream step cannot be exported for compiling: {_line(exc)}") from exc
+        message = f"the stream step cannot be exported for compiling: {first_line(exc)}"
+        raise ModelError(message) from exc
     path = package_path(program)
     if not path.exists():
         _compile(program, path)
     try:
         package = torch._inductor.aoti_load_package(str(path))
     except Exception as exc:
-        message = f"{path}: the compiled stream step cannot be loaded: {_line(exc)}"
+        message = f"{path}: the compiled stream step cannot be loaded: {first_line(exc)}"
         raise ModelError(message) from exc
     loader = getattr(package, "loader", None)
     if loader is None:
@@ -101,7 +102,7 @@ def _compile(program, path: Path) -> None:
     except Exception as exc:  # the compiler's failures (none installed, …) have no common base
         raise ModelError(
             f"compiling the stream step into {path} failed (it needs a C++ compiler and a "
-            f"writable cache, see RBMCAP_CACHE): {_line(exc)}"
+            f"writable cache, see RBMCAP_CACHE): {first_line(exc)}"
         ) from exc
 
 
@@ -120,8 +121,3 @@ def _quiet(name: str) -> Iterator[None]:
             yield
     finally:
         logger.setLevel(level)
-
-
-def _line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from rbmcap.body.params import SMPLParams
-from rbmcap.errors import DataError, FormatError, ModelError, RBMCapError
+from rbmcap.errors import DataError, ModelError
 from rbmcap.inference.smoothing import DEFAULT_SIGMA_FRAMES, smooth_answer
 
 
@@ -43,19 +43,19 @@ class Predictor:
         self.chunk, self.overlap = int(chunk), int(overlap)
         hp = model.hparams
         self.marker_set: str = hp["markers"]["name"]
-        self.marker_names: list[str] = list(hp["markers"].get("names", []))
+        self.marker_names: list[str] = list(hp["markers"]["names"])
         self.num_markers = len(hp["markers"]["parents"])
         self.body_id: str = hp["body_id"]
+        self.fps = float(hp["fps"])  # the training data's frame rate (Hz)
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str = "cpu", **kwargs) -> Predictor:
-        """Load a checkpoint written by ``train.py`` (safe loading: plain data only, see
-        :func:`load_checkpoint_model`), or a pretrained model shipped with rbmcap by its name
-        (e.g. ``"standin-rbm14"``; see :mod:`rbmcap.inference.pretrained`)."""
-        from rbmcap.inference.pretrained import resolve_checkpoint
+        """Load a checkpoint written by ``train.py`` or a pretrained model shipped with rbmcap
+        by its name (e.g. ``"standin-rbm14"``; see :mod:`rbmcap.inference.pretrained`): safe
+        loading, plain data only, checked before use (:func:`rbmcap.checkpoint.load_model`)."""
+        from rbmcap.checkpoint import load_model
 
-        path = resolve_checkpoint(path)
-        return cls(load_checkpoint_model(path, device), device=device, **kwargs)
+        return cls(load_model(path, device), device=device, **kwargs)
 
     def _check(self, pos, rot, valid):
         # copies: inputs are often read-only memory maps
@@ -147,194 +147,3 @@ class Predictor:
         from rbmcap.inference.stream import StreamSession
 
         return StreamSession(self, context, backend=backend)
-
-
-# ------------------------------------------------------------------------- checkpoint loading
-MAX_BETAS = 300
-"""The most shape coefficients a checkpoint may predict (SMPL-X has 300)."""
-
-
-def load_checkpoint_model(path: str | Path, device: str = "cpu"):
-    """The :class:`~rbmcap.training.module.RBMRegressor` a checkpoint file holds, in eval mode.
-
-    The file is read with ``torch.load(weights_only=True)`` (tensors and plain data only: no
-    pickled object is ever executed), then checked before anything is built from it: its
-    structure, finite weights and hyper-parameters, and (on the meta device, allocating
-    nothing) a network no bigger than the weights it carries.
-
-    Raises:
-        FormatError: not a checkpoint (unreadable, corrupt, or missing its weights or
-            hyper-parameters).
-        ModelError: its hyper-parameters cannot build the network, or its weights do not fit it.
-        DataError: a weight or hyper-parameter is NaN or infinite.
-    """
-    ckpt = _read_checkpoint(path)
-    hp, state = _checkpoint_parts(ckpt, path)
-    _check_finite(hp, state, path)
-    _check_hyper_parameters(hp, path)
-    _check_network_size(hp["network"], state, path)
-    model = _build_model(hp, path)
-    expected = model.state_dict()
-    for key, value in state.items():
-        if key in expected and value.is_floating_point() != expected[key].is_floating_point():
-            raise ModelError(f"{path}: weight {key!r} is {str(value.dtype)[6:]}, the network "
-                             f"holds {str(expected[key].dtype)[6:]}")  # fmt: skip
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
-        raise ModelError(
-            f"{path}: its weights do not fit the network its hyper-parameters describe "
-            f"({_first_line(exc)})"
-        ) from exc
-    model.eval()
-    _check_runs(model, path)
-    return model.to(device)
-
-
-def _check_runs(model, path: Path) -> None:
-    """ModelError unless the model answers two frames of plates (seeded random positions, no
-    rotation) with finite numbers: hyper-parameters that build a network but not one that
-    runs, or weights that overflow, are refused here rather than at the first prediction."""
-    n = len(model.hparams["markers"]["parents"])
-    gen = torch.Generator().manual_seed(0)
-    pos = 0.3 * torch.randn(1, 2, n, 3, generator=gen)
-    rot = torch.eye(3).expand(1, 2, n, 3, 3)
-    try:
-        with torch.no_grad():
-            out = model(pos, rot, torch.ones(1, 2, n, dtype=torch.bool))
-    except (IndexError, RuntimeError, ValueError, TypeError, KeyError) as exc:
-        raise ModelError(f"{path}: the model it holds cannot run ({_first_line(exc)})") from exc
-    bad = [k for k in ("rotmats", "betas", "trans") if not torch.isfinite(out[k]).all()]
-    if bad:
-        raise DataError(f"{path}: the model it holds answers NaN or infinite {bad[0]}")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _read_checkpoint(path: Path) -> object:
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    # torch.load meets arbitrary bytes here: whatever its unpickler or zip reader raises on a
-    # corrupt or foreign file means the same thing.
-    except Exception as exc:
-        raise FormatError(f"{path}: not an rbmcap checkpoint ({_first_line(exc)})") from exc
-
-
-def _checkpoint_parts(ckpt: object, path: Path) -> tuple[dict, dict]:
-    """(hyper_parameters, state_dict) of a loaded checkpoint, after checking their types."""
-    if not isinstance(ckpt, dict):
-        raise FormatError(f"{path}: not an rbmcap checkpoint (a {type(ckpt).__name__}, not a dict)")
-    for key in ("state_dict", "hyper_parameters"):
-        if not isinstance(ckpt.get(key), dict):
-            raise FormatError(f"{path}: not an rbmcap checkpoint (no {key!r} mapping)")
-    state = ckpt["state_dict"]
-    bad = [k for k, v in state.items() if not (isinstance(k, str) and torch.is_tensor(v))]
-    if bad:
-        raise FormatError(f"{path}: not an rbmcap checkpoint (state_dict entry {bad[0]!r} is "
-                          "not a named tensor)")  # fmt: skip
-    return ckpt["hyper_parameters"], state
-
-
-def _check_finite(hp: dict, state: dict, path: Path) -> None:
-    """DataError naming the first weight or hyper-parameter holding NaN or infinity."""
-    for key, value in state.items():
-        if (value.is_floating_point() or value.is_complex()) and not torch.isfinite(value).all():
-            raise DataError(f"{path}: weight {key!r} has NaN or infinite values; the checkpoint "
-                            "is unusable (did its training run diverge?)")  # fmt: skip
-    for key, value in hp.items():
-        if not _finite_numbers(value):
-            raise DataError(f"{path}: hyper-parameter {key!r} has NaN or infinite values")
-
-
-def _finite_numbers(value, depth: int = 0) -> bool:
-    """Whether every float in nested lists / dicts ``value`` is finite."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, (list, tuple)) and depth < 8:
-        if value and all(isinstance(v, (int, float)) for v in value):
-            return bool(np.isfinite(np.asarray(value, dtype=np.float64)).all())
-        return all(_finite_numbers(v, depth + 1) for v in value)
-    if isinstance(value, dict) and depth < 8:
-        return all(_finite_numbers(v, depth + 1) for v in value.values())
-    return True
-
-
-def _check_hyper_parameters(hp: dict, path: Path) -> None:
-    """ModelError for hyper-parameters the model or the predictor cannot take: missing or
-    unknown keys, and the wrong kind of value where the predictor reads them."""
-    import inspect
-
-    from rbmcap.training.module import RBMRegressor
-
-    params = inspect.signature(RBMRegressor.__init__).parameters.values()
-    names = {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
-    required = {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY
-                and p.default is inspect.Parameter.empty}  # fmt: skip
-    missing, unknown = sorted(required - set(hp)), sorted(set(hp) - names)
-    if missing or unknown:
-        what = f"lacks {', '.join(missing)}" if missing else f"has unknown {', '.join(unknown)}"
-        raise ModelError(f"{path}: the checkpoint's hyper-parameters {what}")
-    markers, betas = hp["markers"], hp["num_betas"]
-    problems = [
-        (not isinstance(markers, dict) or not isinstance(markers.get("name"), str)
-         or not isinstance(markers.get("parents"), list)
-         or not isinstance(names := markers.get("names", []), list)
-         or not all(isinstance(n, str) for n in names), "markers"),
-        (not isinstance(hp["body_id"], str), "body_id"),
-        (isinstance(betas, bool) or not isinstance(betas, int)
-         or not 1 <= betas <= MAX_BETAS, "num_betas"),
-        (not isinstance(hp["network"], dict) or not isinstance(hp["network"].get("name"), str),
-         "network"),
-    ]  # fmt: skip
-    bad = [key for wrong, key in problems if wrong]
-    if bad:
-        raise ModelError(f"{path}: hyper-parameter {bad[0]!r} has an unusable value "
-                         f"({_short(hp[bad[0]])})")  # fmt: skip
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _check_network_size(network: dict, state: dict, path: Path) -> None:
-    """ModelError unless the network the hyper-parameters describe (built on the meta device,
-    with one input and one output) has no more parameters than the checkpoint's ``net.``
-    weights: a garbage width or depth is refused before it allocates anything."""
-    from rbmcap.model.networks.registry import build_network
-
-    kwargs = {k: v for k, v in network.items() if k != "name"}
-    weights = [v for k, v in state.items() if k.startswith("net.")]
-    limit = max([1024, *(max(v.shape, default=0) for v in weights)])
-    for key, value in kwargs.items():
-        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= limit:
-            raise ModelError(f"{path}: network hyper-parameter {key}={value} is out of range "
-                             f"(0 to {limit} for these weights)")  # fmt: skip
-    try:
-        with torch.device("meta"):
-            net = build_network(network["name"], 1, 1, **kwargs)
-    except (RBMCapError, TypeError, ValueError, AssertionError, RuntimeError) as exc:
-        raise ModelError(f"{path}: its network hyper-parameters {_short(network)} cannot "
-                         f"build a network ({_first_line(exc)})") from exc  # fmt: skip
-    needed = sum(p.numel() for p in net.parameters())
-    if needed > sum(v.numel() for v in weights):
-        raise ModelError(f"{path}: its network hyper-parameters {_short(network)} describe a "
-                         f"bigger network than its weights")  # fmt: skip
-
-
-def _build_model(hp: dict, path: Path):
-    """The module its hyper-parameters describe (weights not yet loaded)."""
-    from rbmcap.training.module import RBMRegressor
-
-    try:
-        return RBMRegressor(**hp)
-    # The values come from the file: any of these means they cannot make the model.
-    except (RBMCapError, TypeError, ValueError, KeyError, IndexError, AttributeError,
-            RuntimeError, OverflowError, ZeroDivisionError) as exc:  # fmt: skip
-        raise ModelError(f"{path}: its hyper-parameters cannot build the model "
-                         f"({_first_line(exc)})") from exc  # fmt: skip

@@ -22,7 +22,8 @@ import numpy as np
 import torch
 import yaml
 
-from rbmcap.errors import DataError
+from rbmcap.configfiles import load_yaml_mapping
+from rbmcap.errors import DataError, ModelError
 from rbmcap.paths import pretrained_dir, pretrained_names, resolve_checkpoint
 
 __all__ = ["pretrained_dir", "pretrained_names", "resolve_checkpoint"]
@@ -36,7 +37,7 @@ def model_card(name: str) -> dict:
     """The card (``NAME.yaml``) of a shipped model: ``command``, ``trained_on``, ``check``."""
     resolve_checkpoint(name)
     path = pretrained_dir() / f"{name}.yaml"
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return load_yaml_mapping(path, missing=ModelError)
 
 
 def check_sequences(body) -> list[tuple[str, object, object]]:
@@ -75,12 +76,9 @@ def check_accuracy(predictor) -> dict[str, float]:
     return result
 
 
-RUN_KEY = "rbmcap_run"  # rbmcap.training.callbacks.RunRecord
-
-
 def card_from_run(run: dict | None) -> dict:
     """A card's ``command``, ``trained_on`` and ``data`` from a checkpoint's run record (empty
-    for a checkpoint without one)."""
+    without one)."""
     if not run:
         return {}
     data = run.get("data") or {}
@@ -100,32 +98,28 @@ def card_from_run(run: dict | None) -> dict:
 
 
 def pack_checkpoint(src: str | Path, name: str, card: dict, out_dir: str | Path | None = None):
-    """Write ``NAME.ckpt`` (``src`` without optimiser and loop state) and ``NAME.yaml`` (``card``
-    plus ``check``: the accuracy measured here) into ``out_dir`` (default: the package's folder).
+    """Write ``NAME.ckpt`` (``src`` packed by :func:`rbmcap.checkpoint.pack`) and ``NAME.yaml``
+    (``card`` plus ``check``: the accuracy measured here) into ``out_dir`` (default: the
+    package's folder).
     The card's ``command``, ``trained_on`` and ``data`` come from the checkpoint's run record
     (:func:`card_from_run`) where ``card`` does not give them.
 
     Returns:
         (checkpoint path, the card written).
     """
-    from rbmcap.atomic import atomic_path, write_text_atomic
+    from rbmcap.atomic import write_text_atomic
+    from rbmcap.checkpoint import RUN_KEY, pack, read_checkpoint
     from rbmcap.inference.predictor import Predictor
 
-    folder = Path(out_dir) if out_dir is not None else pretrained_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    full = torch.load(resolve_checkpoint(src), map_location="cpu", weights_only=True)
-    keep = ("state_dict", "hyper_parameters", "hparams_name", "pytorch-lightning_version",
-            RUN_KEY)  # fmt: skip
-    slim = {k: full[k] for k in keep if k in full}
+    full = read_checkpoint(src)
     card = {**card_from_run(full.get(RUN_KEY)), **{k: v for k, v in card.items() if v}}
     for key in ("command", "trained_on"):
         if not card.get(key):
-            raise DataError(f"{src}: the checkpoint records no {key.replace('_', ' ')} (trained "
-                            f"before rbmcap kept it): give the card's {key}")  # fmt: skip
-    slim["epoch"], slim["global_step"] = full.get("epoch", 0), full.get("global_step", 0)
-    dst = folder / f"{name}.ckpt"
-    with atomic_path(dst) as tmp:
-        torch.save(slim, tmp)
+            raise DataError(f"{src}: the checkpoint records no {key.replace('_', ' ')}: give "
+                            f"the card's {key}")  # fmt: skip
+    folder = Path(out_dir) if out_dir is not None else pretrained_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    dst = pack(full, folder / f"{name}.ckpt")
     card["check"] = {"realism": CHECK_REALISM, "frames": CHECK_FRAMES,
                      "mpjpe_mm": check_accuracy(Predictor.from_checkpoint(dst))}  # fmt: skip
     card["size_mb"] = round(dst.stat().st_size / 2**20, 2)

@@ -128,7 +128,7 @@ def _calibrated_plates(capture, markers, calibration):
     """The capture's plates in the marker set's order, mapped by the calibration when given."""
     from rbmcap.inference.capture import match_plates
 
-    cap = match_plates(capture, list(markers.names), len(markers), markers.name)
+    cap = match_plates(capture, list(markers.names), markers.name)
     if calibration is not None:
         from rbmcap.calibrate import apply_calibration
 

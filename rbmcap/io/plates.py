@@ -39,8 +39,8 @@ import torch
 import yaml
 
 from rbmcap.atomic import write_text_atomic
-from rbmcap.configfiles import conf_dir, finite_vector, named_yaml, read_yaml, short_repr, type_name
-from rbmcap.errors import ConfigError, DataError, FormatError
+from rbmcap.configfiles import conf_dir, finite_vector, load_mapping, named_yaml, short_repr
+from rbmcap.errors import ConfigError, DataError
 from rbmcap.geometry.registration import rigid_registration
 from rbmcap.io.capture import Capture
 
@@ -105,8 +105,10 @@ def _is_shipped(path: str | Path) -> bool:
 
 
 def load_plate_definitions(name_or_path: str | Path) -> dict[str, PlateDefinition]:
-    """Read a plates YAML (design §8), by path or shipped name (:func:`plates_file`), as
-    {plate name: PlateDefinition}, in file order.
+    """Read a plates YAML, by path or shipped name (:func:`plates_file`), as
+    {plate name: PlateDefinition}, in file order. A file may compose others through a
+    ``defaults:`` list (:func:`rbmcap.configfiles.load_mapping`): e.g. ``defaults:
+    [plug-in-gait, _self_]`` then the plates it adds or replaces.
 
     Raises:
         FormatError: the file is not UTF-8, not YAML (``file:line:column``) or not a mapping.
@@ -116,11 +118,7 @@ def load_plate_definitions(name_or_path: str | Path) -> dict[str, PlateDefinitio
             ``y``, or both ``markers`` and ``frame`` (file and plate named).
     """
     path = plates_file(name_or_path)
-    data = read_yaml(path, missing=FormatError)
-    if not isinstance(data, dict):
-        raise FormatError(
-            f"{path}: expected a mapping 'plate: {{markers: [...]}}', got {type_name(data)}"
-        )
+    data = load_mapping(path, "plates", "plate definition")
     if not data:
         raise ConfigError(f"{path}: no plate defined")
     return {str(name): _parse_plate(str(name), entry, path) for name, entry in data.items()}

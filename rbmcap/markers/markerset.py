@@ -6,23 +6,25 @@ A marker set is data (``conf/markers/<name>.yaml`` or any YAML path); see
 used on meshes with SMPL topology, and a topology-free :class:`~rbmcap.markers.anchors.Anchor`
 that finds the vertex on any other mesh.
 
-A reduced set names a ``base`` set and a ``select`` list; a selected marker whose parent is not
-selected hangs from the base set's root (the chest, for the reference reduced sets).
+A set file is read through :func:`rbmcap.configfiles.load_config` with :class:`MarkerSetFile` as
+its schema. A reduced set composes a full one (``defaults: [rbm14, _self_]``) and lists the
+markers it keeps under ``select``; a selected marker whose parent is not selected hangs from the
+full set's root (the chest, for the reference reduced sets).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rbmcap.configfiles import conf_dir, conf_names, named_yaml, read_yaml, short_repr, type_name
-from rbmcap.errors import ConfigError, FormatError, ModelError
+from rbmcap.configfiles import build_config, conf_names, load_config, named_yaml, short_repr
+from rbmcap.errors import ConfigError, ModelError
 from rbmcap.markers.anchors import Anchor, resolve_anchors
 
 KINDS = ("rbm", "point")
@@ -175,9 +177,30 @@ def available_marker_sets() -> list[str]:
     return conf_names("markers")
 
 
+@dataclass
+class MarkerSetFile:
+    """A marker-set YAML as written (see ``conf/markers/rbm14.yaml``).
+
+    Attributes:
+        name: the set's name (a file's stem where it sets none).
+        kind: ``'rbm'`` or ``'point'``.
+        vertex_topology: vertex count of the mesh the ids refer to.
+        markers: one mapping per marker: ``name``, ``vertex`` and/or ``anchor``, ``parent``
+            (checked marker by marker when the set is built, each error naming the marker).
+        select: the markers to keep, in order (a reduced set), or None for all.
+    """
+
+    name: str = "markers"
+    kind: str = "rbm"
+    vertex_topology: int = SMPL_NUM_VERTICES
+    markers: list[Any] = field(default_factory=list)
+    select: list[str] | None = None
+
+
 def load_marker_set(spec: str | Path | Mapping[str, Any] | MarkerSet) -> MarkerSet:
     """Load a marker set by name (``rbm14``, ``rbm_a`` … ``rbm_f``, ``moshpp53``, ``vr3``), YAML
-    path, or an already parsed mapping (e.g. a Hydra config group holding one of those files).
+    path, or an already composed mapping (e.g. the Hydra config group holding one of those
+    files).
 
     Raises:
         ConfigError: unknown name, missing file, or an invalid definition (the message names
@@ -187,80 +210,37 @@ def load_marker_set(spec: str | Path | Mapping[str, Any] | MarkerSet) -> MarkerS
     if isinstance(spec, MarkerSet):
         return spec
     if isinstance(spec, Mapping):
-        data = dict(spec)
-        if "base" in data:
-            return _from_base(data, conf_dir() / "markers" / "<mapping>", seen=())
-        return parse_marker_set(data, source="", default_name=str(data.get("name", "markers")))
-    return _load(spec, seen=())
+        return build_marker_set(build_config(MarkerSetFile, [(spec, "marker set")]))
+    path = named_yaml(spec, "markers", "marker set")
+    return build_marker_set(load_config(path, "markers", MarkerSetFile, "marker set"), str(path))
 
 
-def _load(name_or_path: str | Path, seen: tuple[str, ...]) -> MarkerSet:
-    path = named_yaml(name_or_path, "markers", "marker set")
-    key = str(path.resolve())
-    if key in seen:
-        raise ConfigError(f"{path}: marker set bases form a cycle")
-    data = read_yaml(path)
-    if not isinstance(data, dict):
-        raise FormatError(
-            f"{path}: expected a mapping with 'name' and 'markers' (or 'base'), "
-            f"got {type_name(data)}"
-        )
-    if "base" in data:
-        return _from_base({"name": path.stem, **data}, path, (*seen, key))
-    return parse_marker_set(data, source=str(path), default_name=path.stem)
-
-
-def _from_base(data: dict[str, Any], path: Path, seen: tuple[str, ...]) -> MarkerSet:
-    base = _load(_base_ref(data["base"], path), seen)
-    select = data.get("select")
-    if not isinstance(select, Sequence) or isinstance(select, str) or not select:
-        raise ConfigError(f"{path}: a set with 'base' needs a non-empty 'select' list")
-    try:
-        sub = base.subset([str(s) for s in select], name=str(data.get("name") or base.name))
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    return MarkerSet(**{**sub.__dict__, "source": str(path)})
-
-
-def _base_ref(base: Any, path: Path) -> str | Path:
-    ref = str(base)
-    if ref.endswith((".yaml", ".yml")) and not Path(ref).is_absolute():
-        return path.parent / ref
-    return ref
-
-
-def parse_marker_set(data: dict, source: str = "", default_name: str = "markers") -> MarkerSet:
-    """Build a :class:`MarkerSet` from its YAML mapping (see ``conf/markers/rbm14.yaml``)."""
+def build_marker_set(config: MarkerSetFile, source: str = "") -> MarkerSet:
+    """The :class:`MarkerSet` a marker-set file describes (``source``: the file, for messages)."""
     where = source or "marker set"
-    kind = data.get("kind", "rbm")
+    kind, topology = config.kind, config.vertex_topology
     if kind not in KINDS:
         raise ConfigError(f"{where}: kind {short_repr(kind)}, expected one of {KINDS}")
-    topology = data.get("vertex_topology", SMPL_NUM_VERTICES)
-    if (
-        isinstance(topology, bool)
-        or not isinstance(topology, int)
-        or not 0 < topology <= MAX_VERTICES
-    ):
+    if not 0 < topology <= MAX_VERTICES:
         raise ConfigError(
             f"{where}: vertex_topology must be an integer in 1..{MAX_VERTICES}, "
             f"got {short_repr(topology)}"
         )
-    entries = data.get("markers")
-    if not isinstance(entries, Sequence) or isinstance(entries, str) or not entries:
+    if not config.markers:
         raise ConfigError(f"{where}: expected a non-empty 'markers' list")
     names: list[str] = []
     vertices: list[int | None] = []
     parent_names: list[str | None] = []
     anchors: list[Anchor | None] = []
-    for i, entry in enumerate(entries):
+    for i, entry in enumerate(config.markers):
         mname, vertex, anchor, pname = _parse_marker(i, entry, names, topology, where)
         names.append(mname)
         vertices.append(vertex)
         anchors.append(anchor)
         parent_names.append(pname)
     parents = _parent_indices(names, parent_names, kind, where)
-    return MarkerSet(
-        name=str(data.get("name") or default_name),
+    full = MarkerSet(
+        name=config.name,
         kind=kind,
         names=tuple(names),
         vertex_ids=tuple(vertices),
@@ -269,6 +249,14 @@ def parse_marker_set(data: dict, source: str = "", default_name: str = "markers"
         vertex_topology=topology,
         source=source,
     )
+    if config.select is None:
+        return full
+    if not config.select:
+        raise ConfigError(f"{where}: select: expected a non-empty list of marker names")
+    try:
+        return full.subset(config.select, name=config.name)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: select: {exc}") from None
 
 
 def _parse_marker(
@@ -343,7 +331,8 @@ __all__ = [
     "KINDS",
     "Anchor",
     "MarkerSet",
+    "MarkerSetFile",
     "available_marker_sets",
+    "build_marker_set",
     "load_marker_set",
-    "parse_marker_set",
 ]

@@ -35,7 +35,6 @@ from rbmcap.metrics.rotations import (
     global_orientation_error,
     joint_angle_error,
     legacy_mpjre,
-    rotation_angle,
 )
 from rbmcap.metrics.sequence import SequenceMetrics, average_metrics, evaluate_sequence
 from rbmcap.metrics.temporal import finite_difference, jitter, mpjve
@@ -58,6 +57,5 @@ __all__ = [
     "procrustes_align",
     "region_errors",
     "root_aligned_mpjpe",
-    "rotation_angle",
     "v2v",
 ]

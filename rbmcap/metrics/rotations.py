@@ -7,14 +7,8 @@ from collections.abc import Sequence
 import roma
 import torch
 
-from rbmcap.geometry.rotations import rotmat_geodesic_angle as geodesic_angle
+from rbmcap.geometry.rotations import rotmat_geodesic_angle
 from rbmcap.metrics.regions import BODY_JOINTS
-
-
-def rotation_angle(r_pred: torch.Tensor, r_true: torch.Tensor) -> torch.Tensor:
-    """Geodesic angle (radians) between rotation matrices (..., 3, 3) → (...), accurate over
-    the whole range [0, π] (see :func:`rbmcap.geometry.rotmat_geodesic_angle`)."""
-    return geodesic_angle(r_pred, r_true)
 
 
 def joint_angle_error(
@@ -34,7 +28,8 @@ def joint_angle_error(
         (...) radians (×180/π for the degrees reports use).
     """
     idx = torch.as_tensor(list(joints), device=pred_local.device)
-    return rotation_angle(pred_local[..., idx, :, :], true_local[..., idx, :, :]).mean(dim=-1)
+    angles = rotmat_geodesic_angle(pred_local[..., idx, :, :], true_local[..., idx, :, :])
+    return angles.mean(dim=-1)
 
 
 def global_orientation_error(pred_local: torch.Tensor, true_local: torch.Tensor) -> torch.Tensor:
@@ -48,7 +43,7 @@ def global_orientation_error(pred_local: torch.Tensor, true_local: torch.Tensor)
     """
     if pred_local.ndim >= 3 and pred_local.shape[-3] == 24:
         pred_local, true_local = pred_local[..., 0, :, :], true_local[..., 0, :, :]
-    return rotation_angle(pred_local, true_local)
+    return rotmat_geodesic_angle(pred_local, true_local)
 
 
 def legacy_mpjre(

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import torch
 
 from rbmcap.errors import ConfigError
-from rbmcap.model.prior import KinematicPrior
+from rbmcap.geometry.plates_to_bones import KinematicPrior
 from rbmcap.model.rotation6d import matrix_to_rotation_6d as matrix_to_6d
 
 FEATURE_KINDS = ("raw", "paper", "canonical", "kinematic", "bones", "anchored")
@@ -87,7 +87,7 @@ class FrameContext:
     frame: torch.Tensor
     prior: torch.Tensor | None = None
     """(..., T, 24, 3, 3) kinematic prior of every bone's global rotation in the feature frame
-    (see :class:`rbmcap.model.prior.KinematicPrior`), or None."""
+    (see :class:`rbmcap.geometry.plates_to_bones.KinematicPrior`), or None."""
     pelvis: torch.Tensor | None = None
     """(..., T, 3) the prior's pelvis position in the feature frame (relative to ``origin``), or
     None: the network's translation output is an offset from it."""
@@ -105,7 +105,8 @@ class FeatureEncoder(torch.nn.Module):
         plate_rest_rot: (N, 3, 3) each plate's rotation on the body in the rest pose
             (canonical frame, zero betas); needed by ``kinematic``.
         marker_joints: (N,) SMPL joint carrying each plate; with ``kinematic`` it yields a prior
-            for every bone's global rotation (see :class:`rbmcap.model.prior.KinematicPrior`).
+            for every bone's global rotation (see
+            :class:`rbmcap.geometry.plates_to_bones.KinematicPrior`).
         plate_rest_pos: (N, 3) plate origins at rest (canonical frame, zero betas) and
         rest_joints: (24, 3) rest joints at zero betas: with both, the prior also places the
             pelvis (orientation from the hips and spine, and position), and its pelvis estimate

@@ -1,8 +1,8 @@
 """Training losses: rotation distances on SO(3) and the shape and translation terms.
 
 Every function is pure, accepts any leading batch dimensions (broadcasting between prediction and
-target where torch broadcasts) and reduces to a scalar mean, except :func:`geodesic_angle`
-(:func:`rbmcap.geometry.rotmat_geodesic_angle`), which returns one angle per rotation.
+target where torch broadcasts) and reduces to a scalar mean. The angle of one rotation relative
+to another is :func:`rbmcap.geometry.rotmat_geodesic_angle`.
 Rotations are (..., 3, 3) matrices; quaternions are XYZW (roma).
 """
 
@@ -14,19 +14,16 @@ import roma
 import torch
 
 from rbmcap.errors import ConfigError
-from rbmcap.geometry.rotations import rotmat_geodesic_angle as geodesic_angle
+from rbmcap.geometry.rotations import rotmat_geodesic_angle
 from rbmcap.geometry.vectors import safe_norm
-from rbmcap.model.rotation6d import matrix_to_rotation_6d, rotation_6d_to_matrix
+from rbmcap.model.rotation6d import matrix_to_rotation_6d
 
 __all__ = [
     "ROTATION_LOSSES",
     "axis_angle_mse",
     "betas_l1",
     "chordal_loss",
-    "geodesic_angle",
     "geodesic_loss",
-    "matrix_to_rotation_6d",
-    "rotation_6d_to_matrix",
     "rotation_loss",
     "rotmat_mse",
     "sixd_mse",
@@ -37,7 +34,8 @@ RotationLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def geodesic_loss(R_pred: torch.Tensor, R_true: torch.Tensor) -> torch.Tensor:
-    """Mean geodesic angle (radians) over all rotations; see :func:`geodesic_angle`.
+    """Mean geodesic angle (radians) over all rotations; see
+    :func:`~rbmcap.geometry.rotmat_geodesic_angle`.
 
     Args:
         R_pred, R_true: (..., 3, 3) rotation matrices.
@@ -45,7 +43,7 @@ def geodesic_loss(R_pred: torch.Tensor, R_true: torch.Tensor) -> torch.Tensor:
     Returns:
         () scalar, radians.
     """
-    return geodesic_angle(R_pred, R_true).mean()
+    return rotmat_geodesic_angle(R_pred, R_true).mean()
 
 
 def chordal_loss(R_pred: torch.Tensor, R_true: torch.Tensor) -> torch.Tensor:

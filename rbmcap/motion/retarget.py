@@ -54,24 +54,18 @@ import roma
 import torch
 from scipy.ndimage import gaussian_filter1d, maximum_filter1d
 
-from rbmcap.configfiles import conf_dir, finite_float, load_yaml_mapping, short_repr
+from rbmcap.configfiles import ConfigValueError, load_config, named_yaml
 from rbmcap.errors import ConfigError, DataError, FormatError, location
 from rbmcap.geometry import global_to_local
+from rbmcap.geometry.rotations import rotation_between, rotmat_slerp
 from rbmcap.motion.bvh import BVH, read_bvh
 from rbmcap.motion.kinematics import FOOT_JOINTS, MotionKinematics, standin_body
-from rbmcap.motion.rotations import rotation_between, rotmat_slerp_pairwise
 from rbmcap.motion.smpl_motion import SMPLMotion
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
 DEFAULT_JOINT_MAP = "auto"  # recognised by the joint names (rbmcap.motion.rigs)
-_MAP_SCALARS = {
-    "name": None,
-    "up_axis": "y",
-    "reference_frame": None,
-    "first_frame": "keep",
-    "alignment": "rest",
-}
-"""A joint map's single-valued keys and their defaults (name: the file's stem)."""
+MAX_UNITS_TO_METRES = 1e6
+"""Largest ``units_to_metres`` a joint map may give (far beyond any real unit)."""
 FLOOR_MODES = ("contacts", "constant", "bvh")
 FIRST_FRAME_MODES = ("keep", "drop", "drop_if_tpose")
 ALIGNMENTS = ("rest", "motion")
@@ -116,6 +110,9 @@ class JointMap:
             and take no rotation of their own (their local rotation stays zero): for rig bones
             whose neutral pose differs from SMPL's in a way the rest pose cannot tell.
         path: the YAML it came from, if any.
+
+    The dataclass is also the schema of a joint-map YAML (:meth:`load`); a file that does not
+    set ``name`` is named after its stem.
     """
 
     name: str
@@ -130,84 +127,19 @@ class JointMap:
     path: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        where = self.path or f"joint map {self.name!r}"
-        unknown = [j for j in self.joints if j not in _INDEX]
-        if unknown:
-            raise ConfigError(
-                f"{where}: unknown SMPL joint(s) {', '.join(unknown)}; expected names from "
-                f"rbmcap.skeleton.SMPL_JOINT_NAMES"
-            )
-        if "pelvis" not in self.joints:
-            raise ConfigError(f"{where}: the pelvis must be mapped (it carries the root motion)")
-        if not (self.units_to_metres > 0):
-            raise ConfigError(f"{where}: units_to_metres must be positive")
-        if self.up_axis not in ("y", "z"):
-            raise ConfigError(f"{where}: up_axis must be 'y' or 'z', got {self.up_axis!r}")
-        ref = self.reference_frame
-        if ref is not None and (isinstance(ref, bool) or not isinstance(ref, int) or ref < 0):
-            raise ConfigError(f"{where}: reference_frame must be a frame index ≥ 0 or null")
-        loose = [j for j in self.direction_only if j not in self.joints or j == "pelvis"]
-        if loose:
-            raise ConfigError(f"{where}: direction_only names unmapped joint(s) {', '.join(loose)}")
-        if self.alignment not in ALIGNMENTS:
-            raise ConfigError(
-                f"{where}: alignment must be one of {', '.join(ALIGNMENTS)}, got {self.alignment!r}"
-            )
-        if self.alignment == "motion" and ref is not None:
-            raise ConfigError(f"{where}: alignment 'motion' takes no reference_frame")
-        loose = [j for j in self.neutral if j not in self.joints]
-        if loose:
-            raise ConfigError(f"{where}: neutral names unmapped joint(s) {', '.join(loose)}")
-        if self.neutral and self.alignment != "motion":
-            raise ConfigError(f"{where}: neutral joints need alignment: motion")
-        if self.first_frame not in FIRST_FRAME_MODES:
-            raise ConfigError(
-                f"{where}: first_frame must be one of {', '.join(FIRST_FRAME_MODES)}, "
-                f"got {self.first_frame!r}"
-            )
+        object.__setattr__(self, "up_axis", self.up_axis.lower())
+        object.__setattr__(self, "direction_only", tuple(self.direction_only))
+        object.__setattr__(self, "neutral", tuple(self.neutral))
+        problems = _map_problems(self)
+        if problems:
+            raise ConfigValueError(*problems[0])
 
     @classmethod
     def load(cls, spec: str | Path = DEFAULT_JOINT_MAP) -> JointMap:
-        """Load a joint map from a YAML path, or by name from ``conf/joint_maps/<name>.yaml``."""
-        path = Path(spec)
-        if not path.is_file() and path.suffix == "" and len(path.parts) == 1:
-            path = conf_dir() / "joint_maps" / f"{spec}.yaml"
-        data = load_yaml_mapping(path)
-        joints = data.get("joints")
-        if not isinstance(joints, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in joints.items()
-        ):
-            raise ConfigError(f"{path}: joints: expected a mapping of SMPL joint → BVH joint")
-        units = finite_float(data.get("units_to_metres", 1.0), bound=1e6)
-        if units is None or units <= 0:
-            raise ConfigError(
-                f"{path}: units_to_metres: expected a positive number (≤ 1e6), got "
-                f"{short_repr(data.get('units_to_metres'))}"
-            )
-        scalars = {k: data.get(k, d) for k, d in _MAP_SCALARS.items()}
-        for key, value in scalars.items():
-            if value is not None and not isinstance(value, (str, int)):
-                raise ConfigError(
-                    f"{path}: {key}: expected a single value, got {short_repr(value)}"
-                )
-        lists = {}
-        for key in ("direction_only", "neutral"):
-            names = data.get(key) or []
-            if not isinstance(names, list) or not all(isinstance(j, str) for j in names):
-                raise ConfigError(f"{path}: {key}: expected a list of SMPL joint names")
-            lists[key] = tuple(names)
-        return cls(
-            name=str(scalars["name"] if scalars["name"] is not None else path.stem),
-            joints=dict(joints),
-            units_to_metres=units,
-            up_axis=str(scalars["up_axis"]).lower(),
-            reference_frame=scalars["reference_frame"],
-            first_frame=str(scalars["first_frame"]),
-            alignment=str(scalars["alignment"]),
-            direction_only=lists["direction_only"],
-            neutral=lists["neutral"],
-            path=str(path),
-        )
+        """Load a joint map from a YAML path, or by name from ``conf/joint_maps/<name>.yaml``
+        (:func:`rbmcap.configfiles.load_config`; the name defaults to the file's stem)."""
+        path = named_yaml(spec, "joint_maps", "joint map")
+        return load_config(path, "joint_maps", cls, "joint map", {"path": str(path)})
 
     def check_covers(self, bvh: BVH) -> None:
         """Raise FormatError naming the BVH joints this map needs that the file lacks."""
@@ -223,6 +155,34 @@ class JointMap:
                 f"{bvh.path}: joint map {self.name!r} takes frame {self.reference_frame} as its "
                 f"T-pose reference, but the file has {bvh.num_frames} frame(s)"
             )
+
+
+def _map_problems(jm: JointMap) -> list[tuple[str, object, str]]:
+    """``(key, value, problem)`` for each rule ``jm`` breaks (the first is raised)."""
+    unknown = [j for j in jm.joints if j not in _INDEX]
+    ref = jm.reference_frame
+    loose_direction = [j for j in jm.direction_only if j not in jm.joints or j == "pelvis"]
+    loose_neutral = [j for j in jm.neutral if j not in jm.joints]
+    rules = [
+        ("joints", unknown, not unknown,
+         "unknown SMPL joint(s); expected names from rbmcap.skeleton.SMPL_JOINT_NAMES"),
+        ("joints", sorted(jm.joints), "pelvis" in jm.joints,
+         "the pelvis must be mapped (it carries the root motion)"),
+        ("units_to_metres", jm.units_to_metres, 0 < jm.units_to_metres <= MAX_UNITS_TO_METRES,
+         f"expected a positive number (≤ {MAX_UNITS_TO_METRES:g})"),
+        ("up_axis", jm.up_axis, jm.up_axis in ("y", "z"), "expected 'y' or 'z'"),
+        ("reference_frame", ref, ref is None or ref >= 0, "expected a frame index ≥ 0 or null"),
+        ("direction_only", loose_direction, not loose_direction, "names unmapped joint(s)"),
+        ("alignment", jm.alignment, jm.alignment in ALIGNMENTS, f"expected one of {ALIGNMENTS}"),
+        ("reference_frame", ref, jm.alignment != "motion" or ref is None,
+         "alignment 'motion' takes no reference_frame"),
+        ("neutral", loose_neutral, not loose_neutral, "names unmapped joint(s)"),
+        ("neutral", list(jm.neutral), not jm.neutral or jm.alignment == "motion",
+         "neutral joints need alignment: motion"),
+        ("first_frame", jm.first_frame, jm.first_frame in FIRST_FRAME_MODES,
+         f"expected one of {FIRST_FRAME_MODES}"),
+    ]  # fmt: skip
+    return [(key, value, problem) for key, value, ok, problem in rules if not ok]
 
 
 def bvh_to_motion(
@@ -705,7 +665,7 @@ def _smpl_global_rotations(
         above = _nearest_mapped_ancestor(j, mapped)
         frac = (depth[j] - depth[above]) / (depth[below] - depth[above])
         w = torch.full((t,), frac, dtype=torch.float64)
-        out[:, j] = rotmat_slerp_pairwise(out[:, above], out[:, below], w)
+        out[:, j] = rotmat_slerp(out[:, above], out[:, below], w)
     return out
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rbmcap.configfiles import conf_dir
+from rbmcap.configfiles import conf_names
 from rbmcap.errors import DataError
 from rbmcap.motion.bvh import BVH
 from rbmcap.motion.retarget import JointMap
@@ -58,7 +58,7 @@ class UnknownRigError(DataError):
 def shipped_joint_maps() -> tuple[JointMap, ...]:
     """Every joint map under ``conf/joint_maps/``, by name (read once: a folder of clips asks
     for each clip)."""
-    return tuple(JointMap.load(p) for p in sorted((conf_dir() / "joint_maps").glob("*.yaml")))
+    return tuple(JointMap.load(name) for name in conf_names("joint_maps"))
 
 
 def detect_joint_map(bvh: BVH) -> JointMap:

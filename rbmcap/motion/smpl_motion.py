@@ -25,7 +25,8 @@ import torch
 
 from rbmcap.atomic import atomic_path
 from rbmcap.errors import DataError, location
-from rbmcap.motion.rotations import unitquat_slerp_pairwise
+from rbmcap.geometry.rotations import unitquat_slerp
+from rbmcap.motion.resample import resample_times, sample_frames
 from rbmcap.skeleton import SMPLH_TO_SMPL
 
 NUM_JOINTS = 24
@@ -138,15 +139,11 @@ class SMPLMotion:
             raise DataError(f"{self.name or 'motion'}: cannot resample to fps={fps}")
         if fps == self.fps or self.num_frames < 2:
             return self.replace(fps=fps)
-        span = (self.num_frames - 1) / self.fps
-        count = math.floor(span * fps + 1e-6) + 1
-        pos = np.arange(count, dtype=np.float64) * (self.fps / fps)
-        lo = np.minimum(np.floor(pos + 1e-9).astype(np.int64), self.num_frames - 1)
-        hi = np.minimum(lo + 1, self.num_frames - 1)
-        w = np.clip(pos - lo, 0.0, 1.0)
+        times = resample_times(self.num_frames, self.fps, fps)
+        lo, hi, w = sample_frames(self.num_frames, self.fps, times)
         quats = roma.rotvec_to_unitquat(torch.from_numpy(self.poses))
-        wt = torch.from_numpy(w)[:, None].expand(count, NUM_JOINTS)
-        q = unitquat_slerp_pairwise(quats[lo], quats[hi], wt)
+        wt = torch.from_numpy(w)[:, None].expand(len(w), NUM_JOINTS)
+        q = unitquat_slerp(quats[lo], quats[hi], wt)
         poses = roma.unitquat_to_rotvec(q).numpy()
         trans = self.trans[lo] * (1.0 - w[:, None]) + self.trans[hi] * w[:, None]
         return self.replace(poses=poses, trans=trans, fps=fps)

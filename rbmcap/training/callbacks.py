@@ -7,6 +7,8 @@ import time
 
 import lightning as L
 
+from rbmcap.checkpoint import RUN_KEY
+
 log = logging.getLogger("rbmcap.train")
 
 
@@ -37,7 +39,7 @@ class RunRecord(L.Callback):
     """Writes ``record`` (the command that started the run and its data recipe: plain data)
     into every checkpoint under ``rbmcap_run``, where ``rbmcap pretrained pack`` reads it."""
 
-    KEY = "rbmcap_run"
+    KEY = RUN_KEY
 
     def __init__(self, record: dict) -> None:
         self.record = record

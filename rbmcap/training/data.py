@@ -4,15 +4,19 @@ Training windows overlap (stride ``train_stride``) and are shuffled; validation 
 tile each sequence. Arrays come straight from the dataset's memory maps; the marker-dropout
 augmentation happens on the batch in :class:`rbmcap.training.module.RBMRegressor`.
 
-A dataset that does not exist yet is made by :meth:`RBMDataModule.prepare_data` from a
-:class:`DatasetRecipe` (procedural motions, then synthesis). Lightning calls ``prepare_data`` in
-one process only (local rank 0 of each node), never in every DDP process; ``setup`` (every
-process) then checks that the dataset was made with the configured marker set.
+A dataset that does not exist yet is made by :meth:`RBMDataModule.prepare_data`: motions from
+a :class:`MotionRecipe` (procedural, and real clips), then synthesis with the data module's
+body, marker set, realism preset and frame rate. Lightning calls ``prepare_data`` in one process
+only (local rank 0 of each node), never in every DDP process; ``setup`` (every process) then
+checks that the dataset was made with the configured marker set.
+
+Both classes are the ``_target_`` of the ``data`` configuration group (``conf/data``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,12 +34,11 @@ log = logging.getLogger("rbmcap.train")
 
 
 @dataclass(frozen=True)
-class DatasetRecipe:
-    """How to make a dataset that does not exist yet: ``num`` procedural motions (master
-    ``seed``, ``subjects`` body shapes, 0 for automatic) written to ``motions_dir`` (reused when it
-    already holds motions), real motion from the BVH folders of ``bvh`` added beside them, then
-    all synthesised on ``body`` with the marker set ``markers`` (a name, path or parsed mapping)
-    and the ``realism`` preset at ``fps`` Hz.
+class MotionRecipe:
+    """How to make the motions of a dataset that does not exist yet: ``num`` procedural motions
+    (master ``seed``, ``subjects`` body shapes, 0 for automatic) written to ``motions_dir`` (reused
+    when it already holds motions), and real motion from the BVH folders of ``bvh`` added beside
+    them. ``seed`` also seeds the synthesis.
 
     Each ``bvh`` entry is a mapping: ``dir`` (a folder of clips, e.g. CMU on the iClone rig),
     ``joint_map`` (e.g. ``iclone_cc``; default ``auto``), optionally ``subject_pattern`` (a
@@ -45,24 +48,30 @@ class DatasetRecipe:
     into the split lists.
     """
 
-    motions_dir: Path
+    motions_dir: str | Path
     num: int
     seed: int
     subjects: int
-    body: str
-    markers: str | dict[str, Any]
-    realism: str
-    fps: float
-    bvh: tuple[dict[str, Any], ...]
+    bvh: Sequence[Mapping[str, Any]]
 
 
-def make_dataset(path: Path, recipe: DatasetRecipe) -> None:
-    """Write the dataset ``recipe`` describes into ``path`` (logging each step)."""
+def make_dataset(
+    path: Path,
+    recipe: MotionRecipe,
+    *,
+    body: str,
+    markers: str | Mapping[str, Any],
+    realism: str,
+    fps: float,
+) -> None:
+    """Write into ``path`` the dataset synthesised from the motions ``recipe`` describes, on
+    ``body`` with the marker set ``markers`` (a name, path or parsed mapping) and the ``realism``
+    preset at ``fps`` Hz (logging each step)."""
     from rbmcap.body import load_body_model
     from rbmcap.dataset import SynthOptions, synthesize_dataset
     from rbmcap.motion.procedural.library import generate_library
 
-    body = load_body_model(recipe.body)
+    body_model = load_body_model(body)
     motions = Path(recipe.motions_dir)
     # Generation must not move the global RNGs: training numerics are the same whether or not
     # this run had to make its data.
@@ -70,33 +79,33 @@ def make_dataset(path: Path, recipe: DatasetRecipe) -> None:
         if not motions.is_dir() or not any(motions.rglob("*.npz")):
             log.info("generating %d procedural motions into %s (seed %d)", recipe.num, motions,
                      recipe.seed)  # fmt: skip
-            generate_library(motions, recipe.num, recipe.seed, fps=recipe.fps,
-                             num_subjects=recipe.subjects or None, body=body)  # fmt: skip
+            generate_library(motions, recipe.num, recipe.seed, fps=fps,
+                             num_subjects=recipe.subjects or None, body=body_model)  # fmt: skip
         for source in recipe.bvh:
-            add_bvh_motions(motions, source, recipe.fps, body)
-        name = recipe.markers if isinstance(recipe.markers, str) else recipe.markers.get("name")
+            add_bvh_motions(motions, source, fps, body_model)
+        name = markers if isinstance(markers, str) else markers.get("name")
         log.info("generating dataset %s: synthesising %s (markers %s, realism %s)", path,
-                 motions, name, recipe.realism)  # fmt: skip
+                 motions, name, realism)  # fmt: skip
         splits = motions / "splits"
         synthesize_dataset(
             SynthOptions(
                 motions=motions,
                 out=path,
-                body=recipe.body,
-                markers=recipe.markers,
-                realism=recipe.realism,
-                fps=recipe.fps,
+                body=body,
+                markers=markers,
+                realism=realism,
+                fps=fps,
                 seed=recipe.seed,
                 progress=False,
                 split_lists=splits if splits.is_dir() else None,
             ),
-            body=body,
+            body=body_model,
         )
 
 
-def add_bvh_motions(motions: Path, source: dict[str, Any], fps: float, body) -> None:
+def add_bvh_motions(motions: Path, source: Mapping[str, Any], fps: float, body) -> None:
     """Retarget the BVH folder ``source['dir']`` into ``motions`` unless it is there already
-    (see :class:`DatasetRecipe`)."""
+    (see :class:`MotionRecipe`)."""
     from rbmcap.motion.folder import build_motion_folder
 
     folder = Path(str(source["dir"]))
@@ -219,11 +228,14 @@ class RBMDataModule(L.LightningDataModule):
         train_stride: frames between training window starts; default ``window`` (no overlap).
         num_workers: data-loader worker processes.
         train_split, val_split, test_split: split names (model selection uses ``val_split``).
-        recipe: how :meth:`prepare_data` makes the dataset when ``path`` has none; without it a
-            missing dataset is a :class:`DataError`.
+        generate: the motions :meth:`prepare_data` makes the dataset from when ``path`` has
+            none; without it a missing dataset is a :class:`DataError`.
+        body, realism, fps: what the dataset is synthesised with when it is made: a body
+            (``standin`` or a folder of SMPL model files), a realism preset and a frame rate (Hz).
+        markers: the marker set (a name, path or parsed mapping) the dataset is made with, and
+            must have been made with (checked in :meth:`setup`).
         oversample: training split only: glob over sequence names → repeat count of their
             windows (see :class:`WindowDataset`).
-        markers: the marker set the dataset must have been made with (checked in :meth:`setup`).
         seed: seed of the training order (:class:`EpochShuffle`: one order per epoch).
 
     Lightning runs :meth:`prepare_data` on local rank 0 of each node; where several nodes share
@@ -241,9 +253,12 @@ class RBMDataModule(L.LightningDataModule):
         val_split: str = "val",
         test_split: str = "test",
         *,
-        recipe: DatasetRecipe | None = None,
-        markers: MarkerSet | None = None,
-        oversample: dict[str, int] | None = None,
+        generate: MotionRecipe | None = None,
+        body: str | None = None,
+        realism: str | None = None,
+        fps: float | None = None,
+        markers: str | Mapping[str, Any] | None = None,
+        oversample: Mapping[str, int] | None = None,
         seed: int = 0,
     ) -> None:
         super().__init__()
@@ -254,20 +269,24 @@ class RBMDataModule(L.LightningDataModule):
         self.train_stride = int(train_stride) if train_stride is not None else self.window
         self.batch_size, self.num_workers = int(batch_size), int(num_workers)
         self.splits = {"train": train_split, "val": val_split, "test": test_split}
-        self.recipe, self.markers = recipe, markers
+        self.generate, self.markers = generate, markers
+        self.synthesis = {"body": body, "realism": realism, "fps": fps}
         self._sets: dict[str, WindowDataset] = {}
 
     def has_dataset(self) -> bool:
         return (self.path / "manifest.json").is_file()
 
     def prepare_data(self) -> None:
-        """Make the dataset from the recipe if ``path`` has none (one process per node)."""
+        """Make the dataset from ``generate`` if ``path`` has none (one process per node)."""
         if self.has_dataset():
             return
-        if self.recipe is None:
+        if self.generate is None:
             raise DataError(f"{self.path}: no dataset there and no recipe (data.generate) to "
                             "make one")  # fmt: skip
-        make_dataset(self.path, self.recipe)
+        unset = [k for k, v in {**self.synthesis, "markers": self.markers}.items() if v is None]
+        if unset:
+            raise ConfigError(f"{self.path}: making the dataset needs {', '.join(unset)}")
+        make_dataset(self.path, self.generate, markers=self.markers, **self.synthesis)
 
     def setup(self, stage: str | None = None) -> None:
         """Check the dataset exists (``prepare_data`` made it) and has the right marker set."""
@@ -275,7 +294,7 @@ class RBMDataModule(L.LightningDataModule):
             raise DataError(f"{self.path}: no dataset there (prepare_data makes it when a "
                             "recipe is configured)")  # fmt: skip
         if self.markers is not None:
-            check_marker_set(self.path, self.markers)
+            check_marker_set(self.path, load_marker_set(self.markers))
 
     def dataset(self, stage: str) -> WindowDataset:
         if stage not in self._sets:

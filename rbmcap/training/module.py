@@ -12,7 +12,6 @@ position term. Hyper-parameters are stored as plain data so checkpoints load wit
 from __future__ import annotations
 
 import math
-from functools import partial
 from typing import Any
 
 import lightning as L
@@ -21,35 +20,31 @@ import roma
 import torch
 
 from rbmcap.body.joints import JointModel
-from rbmcap.errors import ConfigError
-from rbmcap.metrics import joint_angle_error, mpjpe, rotation_angle
+from rbmcap.errors import ConfigError, first_line
+from rbmcap.geometry.kinematics import global_to_local
+from rbmcap.metrics import global_orientation_error, joint_angle_error, mpjpe
 from rbmcap.model.features import FeatureEncoder
 from rbmcap.model.losses import betas_l1, rotation_loss, trans_l2
 from rbmcap.model.networks import build_network
 from rbmcap.model.platefit import PlateFit
 from rbmcap.model.rotation6d import rotation_6d_to_matrix
-from rbmcap.skeleton import SMPL_PARENTS
 from rbmcap.training.dropout import drop_markers, hide_plates
 from rbmcap.training.guards import check_finite_loss, check_finite_weights
 
 LOSS_KEYS = (
     "rotation", "w_rotation", "w_betas", "w_trans", "w_joints", "w_velocity", "w_acceleration"
 )  # fmt: skip
-OPTIM_KEYS = ("lr", "weight_decay", "decay", "decay_every", "warmup")
 AUGMENT_KEYS = ("marker_dropout", "dropout_span", "hide_plates")
-"""The keys of the ``loss``, ``optim`` and ``augment`` sections. Their values are written once,
-in the Hydra tree (``rbmcap/conf/loss``, ``optim``, ``train.yaml``); the module has no defaults."""
+"""The keys of the ``loss`` and ``augment`` sections. Their values are written once, in the Hydra
+tree (``rbmcap/conf/loss``, ``train.yaml``); the module has no defaults."""
 
-ADDED_KEYS = {"w_velocity": 0.0, "w_acceleration": 0.0, "hide_plates": 0.0, "warmup": 0.0}
-"""Keys added after checkpoints were shipped, with the value that reproduces the older
-behaviour: a checkpoint whose section lacks one loads with it (nothing else may be missing)."""
+OPTIM_KEYS = ("optimizer", "scheduler")
+"""The ``optim`` section: the optimiser's and the schedule's Hydra nodes (``conf/optim``,
+``conf/scheduler``), instantiated when training starts."""
 
 IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 """Added to the network's 6D outputs so an untrained network starts near the identity rotation
 (and never at the degenerate all-zero 6D vector)."""
-
-PARENT_INDEX = [max(p, 0) for p in SMPL_PARENTS]
-"""Each SMPL joint's parent (the pelvis its own), for global → local rotations."""
 
 
 class RBMRegressor(L.LightningModule):
@@ -73,9 +68,10 @@ class RBMRegressor(L.LightningModule):
             down the chain, and a plate's bone estimate is a direct answer) or 'local'.
         network: ``{"name": ..., **kwargs}`` for :func:`rbmcap.model.networks.build_network`.
         loss: ``{"rotation": name, "w_rotation", "w_betas", "w_trans", "w_joints"}``.
-        optim: ``{"lr", "weight_decay", "decay", "decay_every", "warmup"}`` (a linear ramp
-            over ``warmup`` of the training steps, then step decay ×decay every
-            ``decay_every`` of them).
+        optim: ``{"optimizer", "scheduler"}``: Hydra nodes (``_target_`` and arguments, plain
+            data) of a partial optimiser, called with the parameters, and of a partial schedule,
+            called with the optimiser and the run's number of optimiser steps (e.g.
+            :func:`rbmcap.training.schedule.warmup_step_decay`); read when training starts.
         augment: ``{"marker_dropout", "dropout_span"}``.
         num_betas: betas predicted.
         seed: seed of the augmentation generator.
@@ -83,7 +79,7 @@ class RBMRegressor(L.LightningModule):
         plate_fit: ``{"enabled", "prior_weight"}``: fit shape and translation to the plates in
             closed form from the predicted rotations (:mod:`rbmcap.model.platefit`); needs
             ``plate_rest_pos``, ``plate_shapedirs``, heading-frame features and global rotations.
-            None (checkpoints from before it): off.
+        fps: frame rate of the training data (Hz), the rate inference resamples captures to.
 
     With the kinematic prior and global rotations the output layer starts at zero, so the
     untrained network answers with the prior itself and training learns corrections to it.
@@ -105,9 +101,10 @@ class RBMRegressor(L.LightningModule):
         optim: dict[str, Any],
         augment: dict[str, Any],
         seed: int,
+        plate_fit: dict[str, Any],
+        fps: float,
         plate_rest_pos=None,
         plate_shapedirs=None,
-        plate_fit: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         rest = torch.as_tensor(plate_rest_rot, dtype=torch.float32)
@@ -116,7 +113,7 @@ class RBMRegressor(L.LightningModule):
         rest_pos = None if plate_rest_pos is None else torch.as_tensor(plate_rest_pos).float()
         network = dict(network)
         self.loss_cfg = _section("loss", loss, LOSS_KEYS)
-        self.optim_cfg = _section("optim", optim, OPTIM_KEYS)
+        self.optim_cfg = dict(optim)
         self.augment_cfg = _section("augment", augment, AUGMENT_KEYS)
         self.save_hyperparameters(_plain_data({
             "markers": markers, "plate_rest_rot": rest, "joint_template": jt,
@@ -124,7 +121,7 @@ class RBMRegressor(L.LightningModule):
             "rotations": rotations, "network": network, "loss": self.loss_cfg,
             "optim": self.optim_cfg, "augment": self.augment_cfg, "num_betas": num_betas,
             "seed": seed, "plate_rest_pos": rest_pos, "plate_shapedirs": plate_shapedirs,
-            "plate_fit": plate_fit,
+            "plate_fit": plate_fit, "fps": float(fps),
         }))  # fmt: skip
         self.num_betas = num_betas
         if rotations not in ("global", "local"):
@@ -149,7 +146,7 @@ class RBMRegressor(L.LightningModule):
 
     def _build_plate_fit(self, cfg, rest_pos, shapedirs) -> PlateFit | None:
         """The closed-form shape and translation fit ``cfg`` asks for (None when off)."""
-        if not cfg or not cfg.get("enabled"):
+        if not cfg["enabled"]:
             return None
         if rest_pos is None or shapedirs is None:
             raise ConfigError("plate_fit needs the plates' rest positions and shape directions")
@@ -164,7 +161,6 @@ class RBMRegressor(L.LightningModule):
     def _register_constants(self) -> None:
         """Decoding's constant tensors, as buffers (they follow the module's device; not saved)."""
         self.register_buffer("identity_6d", torch.tensor(IDENTITY_6D), persistent=False)
-        self.register_buffer("smpl_parents", torch.tensor(PARENT_INDEX), persistent=False)
 
     @property
     def is_causal(self) -> bool:
@@ -213,8 +209,7 @@ class RBMRegressor(L.LightningModule):
                 fitted = fitted - ctx.pelvis
             pelvis_offset = torch.where(fit.seen[..., None], fitted, pelvis_offset)
         if self.global_rotations:
-            local = rots[..., self.smpl_parents, :, :].transpose(-1, -2) @ rots
-            rots = torch.cat([rots[..., :1, :, :], local[..., 1:, :, :]], dim=-3)
+            rots = global_to_local(rots)
         # The network places the pelvis joint (rotation-equivariant, unlike SMPL's trans, which
         # is the pelvis minus its rest position J0(betas) in the fixed canonical frame).
         root, pelvis = FeatureEncoder.decode_root(rots[..., 0, :, :], pelvis_offset, ctx)
@@ -304,7 +299,7 @@ class RBMRegressor(L.LightningModule):
         angle = joint_angle_error(out["rotmats"], true_rot).mean()
         self.log("val/joint_angle_deg", math.degrees(1) * angle,
                  prog_bar=True, batch_size=n, sync_dist=True)  # fmt: skip
-        root_err = rotation_angle(out["rotmats"][..., 0, :, :], true_rot[..., 0, :, :]).mean()
+        root_err = global_orientation_error(out["rotmats"], true_rot).mean()
         self.log("val/root_angle_deg", math.degrees(1) * root_err, batch_size=n, sync_dist=True)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -312,22 +307,25 @@ class RBMRegressor(L.LightningModule):
         check_finite_weights(checkpoint.get("state_dict", self.state_dict()))
 
     def configure_optimizers(self):
-        cfg = self.optim_cfg
-        opt = torch.optim.Adam(self.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+        """The optimiser and its per-step schedule, instantiated from ``optim``."""
+        cfg = _section("optim", self.optim_cfg, OPTIM_KEYS)
+        optimizer = _instantiate("optim.optimizer", cfg["optimizer"], self.parameters())
         total = max(1, int(self.trainer.estimated_stepping_batches))
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, partial(lr_factor, total=total, **{
-            k: float(cfg[k]) for k in ("warmup", "decay", "decay_every")}))  # fmt: skip
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        scheduler = _instantiate("optim.scheduler", cfg["scheduler"], optimizer, total)
+        schedule = {"scheduler": scheduler, "interval": "step"}
+        return {"optimizer": optimizer, "lr_scheduler": schedule}
 
 
-def lr_factor(step: int, total: int, warmup: float, decay: float, decay_every: float) -> float:
-    """The learning rate at optimiser step ``step`` of ``total``, as a multiple of the base rate:
-    a linear ramp from 1/n to 1 over the first n = ``warmup`` × total steps, then ×``decay``
-    every ``decay_every`` × total steps (counted from the start)."""
-    ramp_steps = round(total * warmup)
-    every = max(1, round(total * decay_every))
-    ramp = min(1.0, (step + 1) / ramp_steps) if ramp_steps > 0 else 1.0
-    return ramp * decay ** (step // every)
+def _instantiate(name: str, node: dict[str, Any], *args):
+    """Call the partial the Hydra node ``node`` describes with ``args``; ConfigError (one line
+    naming ``name``) when it cannot be built."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(node, _partial_=True)(*args)
+    except (InstantiationException, TypeError, ValueError) as exc:
+        raise ConfigError(f"{name}: {first_line(exc)}") from exc
 
 
 def _velocity_error(pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
@@ -362,7 +360,6 @@ def _section(name: str, values: dict[str, Any], keys: tuple[str, ...]) -> dict[s
     """``values`` as a plain dict holding exactly ``keys``; ConfigError names what is missing or
     unknown."""
     values = dict(values)
-    values.update({k: v for k, v in ADDED_KEYS.items() if k in keys and k not in values})
     missing = [k for k in keys if k not in values]
     unknown = sorted(set(values) - set(keys))
     if missing or unknown:

@@ -1,10 +1,11 @@
 """Wiring a Hydra configuration to Lightning objects (``train.py`` calls :func:`train`).
 
-Everything is built from the composed configuration: the marker set from ``cfg.markers`` (so
-``markers.*`` overrides count), the module from ``cfg.module`` (``_target_``), the logger from
-``cfg.logger`` (``_target_``), the data module from ``cfg.data``. Building has no side effects:
-a missing dataset is made by :meth:`RBMDataModule.prepare_data` when ``trainer.fit`` starts, in
-one process per node.
+Everything is built from the composed configuration with ``hydra.utils.instantiate``: the
+module from ``cfg.module``, the data module from ``cfg.data``, the logger from ``cfg.logger``
+(each names its class in ``_target_``), the marker set from ``cfg.markers`` (so ``markers.*``
+overrides count); the module builds its optimiser and schedule from ``cfg.optim`` and
+``cfg.scheduler``. Building has no side effects: a missing dataset is made by
+:meth:`RBMDataModule.prepare_data` when ``trainer.fit`` starts, in one process per node.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from rbmcap.errors import ConfigError
-from rbmcap.paths import resolve_checkpoint
-from rbmcap.training.data import DatasetRecipe, RBMDataModule
+from rbmcap.checkpoint import load_weights
+from rbmcap.training.data import RBMDataModule
 
 log = logging.getLogger("rbmcap.train")
 
@@ -81,57 +81,29 @@ def configured_markers(cfg: DictConfig):
 
 def build_model(cfg: DictConfig, body, markers):
     """The LightningModule ``cfg.module`` describes (``_target_`` and its hyper-parameters, as
-    plain data so checkpoints load safely), on ``body`` with ``markers``."""
+    plain data so checkpoints load safely), on ``body`` with ``markers``. Nested ``_target_``
+    nodes (the optimiser, the schedule) stay data: the module instantiates them itself."""
     from hydra.utils import instantiate
 
-    factory = instantiate(cfg.module, _partial_=True, _convert_="all")
+    factory = instantiate(cfg.module, _partial_=True, _recursive_=False, _convert_="all")
     return factory(**body_and_marker_facts(body, markers))
 
 
 def load_initial_weights(model, spec: str | Path) -> None:
     """Start ``model`` from the weights of the checkpoint ``spec`` (a path or a shipped model's
     name, e.g. ``standin-rbm14``) to fine-tune it; the optimiser and schedule start afresh.
-    ConfigError when the architectures differ (the configuration must build the same network)."""
-    path = resolve_checkpoint(spec)
-    saved = torch.load(path, map_location="cpu", weights_only=True)
-    state = saved["state_dict"]
-    was = saved.get("hyper_parameters", {}).get("features")
-    if was and was != model.hparams.get("features"):
-        log.warning("init_from=%s was trained on %s features; this run uses %s (the network "
-                    "relearns what differs)", spec, was, model.hparams.get("features"))  # fmt: skip
-    try:
-        missing, unexpected = model.load_state_dict(state, strict=False)
-    except RuntimeError as exc:
-        first = str(exc).strip().splitlines()[-1].strip()
-        raise ConfigError(f"init_from={spec}: another architecture ({first})") from exc
-    if missing or unexpected:
-        names = ", ".join([*missing, *unexpected][:4])
-        raise ConfigError(f"init_from={spec}: another architecture ({len(missing)} weights "
-                          f"missing, {len(unexpected)} unexpected: {names}, ...)")  # fmt: skip
-    log.info("starting from the weights of %s", path)
+    ConfigError when the architectures differ (the configuration must build the same network);
+    see :func:`rbmcap.checkpoint.load_weights`."""
+    log.info("starting from the weights of %s", load_weights(model, spec))
 
 
-def build_datamodule(cfg: DictConfig, markers) -> RBMDataModule:
-    """Windows of the dataset at ``cfg.data.path``; made from ``cfg.data.generate`` (when set)
-    by ``prepare_data`` if it does not exist."""
-    data = cfg.data
-    gen = data.get("generate")
-    recipe = None
-    if gen is not None:
-        recipe = DatasetRecipe(
-            motions_dir=Path(gen.motions_dir), num=int(gen.num), seed=int(gen.seed),
-            subjects=int(gen.get("subjects") or 0), body=str(data.body),
-            markers=OmegaConf.to_container(cfg.markers, resolve=True), realism=str(data.realism),
-            fps=float(data.fps),
-            bvh=tuple(OmegaConf.to_container(gen.bvh, resolve=True) if gen.get("bvh") else ()),
-        )  # fmt: skip
-    return RBMDataModule(
-        data.path, window=int(data.window), batch_size=int(data.batch_size),
-        train_stride=int(data.train_stride), num_workers=int(data.num_workers),
-        recipe=recipe, markers=markers,
-        oversample=OmegaConf.to_container(data.oversample) if data.get("oversample") else None,
-        seed=int(cfg.seed),
-    )  # fmt: skip
+def build_datamodule(cfg: DictConfig) -> RBMDataModule:
+    """The data module ``cfg.data`` describes (``_target_``): windows of the dataset at
+    ``cfg.data.path``, made from ``cfg.data.generate`` (when set) by ``prepare_data`` if it does
+    not exist."""
+    from hydra.utils import instantiate
+
+    return instantiate(cfg.data, _convert_="all")
 
 
 def run_record(cfg: DictConfig, command: str | None) -> dict[str, Any]:
@@ -201,7 +173,7 @@ def train(cfg: DictConfig, output_dir: str | Path, command: str | None = None) -
     model = build_model(cfg, body, markers)
     if cfg.get("init_from"):
         load_initial_weights(model, cfg.init_from)
-    datamodule = build_datamodule(cfg, markers)
+    datamodule = build_datamodule(cfg)
     trainer, checkpoint = build_trainer(cfg, output_dir)
     trainer.callbacks.append(RunRecord(run_record(cfg, command)))
     log.info("model: %s features, %s network, %.2f M parameters", cfg.features, cfg.model.name,

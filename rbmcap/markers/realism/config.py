@@ -1,4 +1,5 @@
-"""Realism configuration: every knob with its unit, loaded from ``conf/realism/<preset>.yaml``.
+"""Realism configuration: every knob with its unit, loaded from ``conf/realism/<preset>.yaml``
+through :func:`rbmcap.configfiles.load_config` (the dataclasses below are the schema).
 
 Presets: ``none`` (paper reproduction: ideal plates), ``realistic`` (a careful lab capture) and
 ``harsh`` (a hurried capture: loose straps, dirty cameras). Units are in the field names: ``_mm``
@@ -9,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rbmcap.configfiles import conf_names, load_yaml_mapping, named_yaml
-from rbmcap.errors import ConfigError
+from rbmcap.configfiles import ConfigValueError, build_config, conf_names, load_config
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,11 @@ class RealismConfig:
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     occlusion: OcclusionConfig = field(default_factory=OcclusionConfig)
 
+    def __post_init__(self) -> None:
+        for group in fields(self):
+            if group.name != "name":
+                _check_group(getattr(self, group.name), group.name)
+
     @property
     def enabled(self) -> bool:
         """Whether any model changes the ideal observations."""
@@ -107,47 +114,19 @@ class RealismConfig:
         d.pop("name")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "realism config") -> RealismConfig:
-        if not isinstance(data, dict):
-            raise ConfigError(f"{where}: expected a mapping of realism models")
-        groups = {
-            "placement": PlacementConfig,
-            "soft_tissue": SoftTissueConfig,
-            "noise": NoiseConfig,
-            "occlusion": OcclusionConfig,
-        }
-        unknown = set(data) - set(groups) - {"name"}
-        if unknown:
-            raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; expected {list(groups)}")
-        built = {}
-        for key, group_cls in groups.items():
-            built[key] = _group(group_cls, data.get(key) or {}, f"{where}: {key}")
-        return cls(name=str(data.get("name", "custom")), **built)
 
-
-def _group(group_cls, values: dict[str, Any], where: str):
-    if not isinstance(values, dict):
-        raise ConfigError(f"{where}: expected a mapping")
-    names = {f.name for f in fields(group_cls)}
-    unknown = set(values) - names
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; expected {sorted(names)}")
-    out = {}
-    for key, value in values.items():
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}.{key}: expected a number, got {value!r}") from None
-        if not number >= 0.0 or number == float("inf"):
-            raise ConfigError(f"{where}.{key}: expected a finite value ≥ 0, got {value!r}")
-        out[key] = number
-    group = group_cls(**out)
+def _check_group(group, name: str) -> None:
+    """Every knob finite and ≥ 0; a bandwidth and a median duration > 0; max_s ≥ min_s."""
+    for f in fields(group):
+        value = getattr(group, f.name)
+        if not (0.0 <= value < math.inf):
+            raise ConfigValueError(f"{name}.{f.name}", value, "expected a finite value ≥ 0")
     if isinstance(group, SoftTissueConfig) and group.bandwidth_hz <= 0:
-        raise ConfigError(f"{where}.bandwidth_hz: must be > 0")
-    if isinstance(group, OcclusionConfig) and (group.median_s <= 0 or group.max_s < group.min_s):
-        raise ConfigError(f"{where}: need median_s > 0 and max_s ≥ min_s")
-    return group
+        raise ConfigValueError(f"{name}.bandwidth_hz", group.bandwidth_hz, "must be > 0")
+    if isinstance(group, OcclusionConfig) and group.median_s <= 0:
+        raise ConfigValueError(f"{name}.median_s", group.median_s, "must be > 0")
+    if isinstance(group, OcclusionConfig) and group.max_s < group.min_s:
+        raise ConfigValueError(f"{name}.max_s", group.max_s, "must be ≥ min_s")
 
 
 def available_realism() -> list[str]:
@@ -155,14 +134,17 @@ def available_realism() -> list[str]:
     return conf_names("realism")
 
 
-def load_realism(name_or_path: str | Path | dict | RealismConfig) -> RealismConfig:
-    """A realism preset by name (``none``, ``realistic``, ``harsh``), YAML path or mapping."""
+def load_realism(name_or_path: str | Path | Mapping[str, Any] | RealismConfig) -> RealismConfig:
+    """A realism preset by name (``none``, ``realistic``, ``harsh``), YAML path or mapping (e.g.
+    the Hydra group holding one of those files); knobs a file leaves out keep the defaults of
+    the dataclasses above.
+
+    Raises:
+        ConfigError: unknown name or missing file; an unknown key, a wrong type or a value out
+            of range (the message names the file and the dotted key).
+    """
     if isinstance(name_or_path, RealismConfig):
         return name_or_path
-    if isinstance(name_or_path, dict):
-        return RealismConfig.from_dict(name_or_path)
-    path = named_yaml(name_or_path, "realism", "realism preset")
-    data = load_yaml_mapping(path)
-    if isinstance(data, dict):
-        data.setdefault("name", path.stem)
-    return RealismConfig.from_dict(data, where=str(path))
+    if isinstance(name_or_path, Mapping):
+        return build_config(RealismConfig, [(name_or_path, "realism config")])
+    return load_config(name_or_path, "realism", RealismConfig, "realism preset")

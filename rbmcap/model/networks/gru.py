@@ -1,4 +1,5 @@
-"""Recurrent networks: a bidirectional GRU for offline windows, a causal GRU for streaming."""
+"""Recurrent networks: one GRU stack, bidirectional for offline windows (:class:`BiGRU`) or
+causal for streaming (:class:`CausalGRU`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ from torch import nn
 from rbmcap.model.networks.base import SequenceNetwork, check_dropout, check_positive_int
 
 
-class BiGRU(SequenceNetwork):
-    """Input projection, a stacked bidirectional GRU, norm and output projection.
-
-    Each output frame sees the whole window (past and future), so the network is not causal.
+class GRUNetwork(SequenceNetwork):
+    """Input projection, a stacked GRU, norm and output projection; :class:`BiGRU` runs it in
+    both directions, :class:`CausalGRU` forwards only.
 
     Args:
         in_dim: features per frame.
@@ -23,59 +23,7 @@ class BiGRU(SequenceNetwork):
     Shapes: ``forward(x (B, T, in_dim)) -> (B, T, out_dim)``.
     """
 
-    is_causal = False
-
-    def __init__(
-        self,
-        in_dim: int,
-        out_dim: int,
-        *,
-        hidden_dim: int,
-        num_layers: int,
-        dropout: float,
-    ) -> None:
-        super().__init__(in_dim, out_dim)
-        hidden_dim = check_positive_int("hidden_dim", hidden_dim)
-        num_layers = check_positive_int("num_layers", num_layers)
-        dropout = check_dropout(dropout)
-        self.input_proj = nn.Linear(in_dim, hidden_dim)
-        self.gru = nn.GRU(
-            hidden_dim,
-            hidden_dim,
-            num_layers=num_layers,
-            batch_first=True,
-            bidirectional=True,
-            dropout=dropout if num_layers > 1 else 0.0,
-        )
-        self.head = nn.Sequential(
-            nn.LayerNorm(2 * hidden_dim), nn.Dropout(dropout), nn.Linear(2 * hidden_dim, out_dim)
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self._check_input(x)
-        y, _ = self.gru(self.input_proj(x))
-        return self.head(y)
-
-
-class CausalGRU(SequenceNetwork):
-    """Unidirectional GRU for streaming: output at frame t depends on frames ≤ t only.
-
-    ``forward`` runs a whole window from a zero state; ``step`` advances one frame at a time in
-    constant time and memory (latency of one frame), and feeding a sequence through ``step`` frame
-    by frame gives the same outputs as ``forward`` on the whole sequence. ``forward_with_state``
-    does the same for a chunk of frames, so a stream can also be processed chunk by chunk.
-
-    Args:
-        in_dim: features per frame.
-        out_dim: outputs per frame.
-        hidden_dim: GRU hidden size.
-        num_layers: stacked GRU layers.
-        dropout: dropout between GRU layers and before the output projection.
-
-    State: a (num_layers, B, hidden_dim) tensor; ``None`` means the zero state of a fresh stream.
-    """
-
-    is_causal = True
+    bidirectional: bool = False
 
     def __init__(
         self,
@@ -90,17 +38,47 @@ class CausalGRU(SequenceNetwork):
         self.hidden_dim = check_positive_int("hidden_dim", hidden_dim)
         self.num_layers = check_positive_int("num_layers", num_layers)
         dropout = check_dropout(dropout)
+        width = 2 * hidden_dim if self.bidirectional else hidden_dim
         self.input_proj = nn.Linear(in_dim, hidden_dim)
         self.gru = nn.GRU(
             hidden_dim,
             hidden_dim,
             num_layers=num_layers,
             batch_first=True,
+            bidirectional=self.bidirectional,
             dropout=dropout if num_layers > 1 else 0.0,
         )
         self.head = nn.Sequential(
-            nn.LayerNorm(hidden_dim), nn.Dropout(dropout), nn.Linear(hidden_dim, out_dim)
+            nn.LayerNorm(width), nn.Dropout(dropout), nn.Linear(width, out_dim)
         )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self._check_input(x)
+        y, _ = self.gru(self.input_proj(x))
+        return self.head(y)
+
+
+class BiGRU(GRUNetwork):
+    """:class:`GRUNetwork` in both directions: each output frame sees the whole window (past and
+    future), so the network is not causal."""
+
+    bidirectional = True
+    is_causal = False
+
+
+class CausalGRU(GRUNetwork):
+    """:class:`GRUNetwork` forwards only, for streaming: output at frame t depends on frames ≤ t.
+
+    ``forward`` runs a whole window from a zero state; ``step`` advances one frame at a time in
+    constant time and memory (latency of one frame), and feeding a sequence through ``step`` frame
+    by frame gives the same outputs as ``forward`` on the whole sequence. ``forward_with_state``
+    does the same for a chunk of frames, so a stream can also be processed chunk by chunk.
+
+    State: a (num_layers, B, hidden_dim) tensor; ``None`` means the zero state of a fresh stream.
+    """
+
+    bidirectional = False
+    is_causal = True
 
     def initial_state(
         self,
@@ -127,9 +105,6 @@ class CausalGRU(SequenceNetwork):
         self._check_input(x)
         y, state = self.gru(self.input_proj(x), state)
         return self.head(y), state
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_with_state(x)[0]
 
     def step(
         self, x_t: torch.Tensor, state: torch.Tensor | None = None

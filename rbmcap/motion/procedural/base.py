@@ -15,8 +15,8 @@ import numpy as np
 import roma
 import torch
 
+from rbmcap.geometry.rotations import axis_rotmat
 from rbmcap.motion.kinematics import MotionKinematics
-from rbmcap.motion.rotations import axis_rotmat
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 J = {name: i for i, name in enumerate(SMPL_JOINT_NAMES)}

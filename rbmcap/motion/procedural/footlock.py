@@ -13,9 +13,9 @@ import numpy as np
 import roma
 import torch
 
+from rbmcap.geometry.rotations import rotation_between
 from rbmcap.motion.kinematics import MotionKinematics
 from rbmcap.motion.procedural.base import J, ease
-from rbmcap.motion.rotations import rotation_between
 
 CONTACT_M = 0.012  # a foot whose lowest sole vertex is this close to the floor is on it
 FADE_S = 0.25  # the correction fades out over this long after lift-off

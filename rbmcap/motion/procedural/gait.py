@@ -24,9 +24,9 @@ import roma
 import torch
 from scipy.ndimage import gaussian_filter1d
 
+from rbmcap.geometry.rotations import axis_rotmat
 from rbmcap.motion.kinematics import MotionKinematics
 from rbmcap.motion.procedural.base import SIDES, Built, J, PoseTrack, ease, smooth_noise
-from rbmcap.motion.rotations import axis_rotmat
 
 _UPRIGHT = roma.rotvec_to_rotmat(torch.tensor([np.pi / 2, 0.0, 0.0], dtype=torch.float64))
 

@@ -73,6 +73,14 @@ def test_a_checkpoint_without_plate_names_is_refused(tmp_path, shipped):
     _refused(ModelError, path, "hyper-parameter 'markers' has an unusable value")
 
 
+def test_a_checkpoint_with_the_flat_optimiser_section_is_refused(tmp_path, shipped):
+    shipped["hyper_parameters"]["optim"] = {"lr": 1e-3, "weight_decay": 0.0, "decay": 0.8,
+                                            "decay_every": 0.1}  # fmt: skip
+    path = tmp_path / "flat.ckpt"
+    torch.save(shipped, path)
+    _refused(ModelError, path, "optim: missing optimizer, scheduler")
+
+
 @pytest.mark.parametrize("fps", [30.0, 120.0])
 def test_the_model_frame_rate_is_the_one_its_checkpoint_records(tmp_path, shipped, fps):
     shipped["hyper_parameters"]["fps"] = fps

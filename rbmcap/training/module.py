@@ -50,7 +50,7 @@ IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 class RBMRegressor(L.LightningModule):
     """Regression network from RBM observations to SMPL parameters.
 
-    Every argument but ``plate_rest_pos`` is required and keyword-only: the hyper-parameters come
+    Every argument is required and keyword-only: the hyper-parameters come
     from the Hydra configuration (``module`` in ``rbmcap/conf/train.yaml``, instantiated by
     :func:`rbmcap.training.run.build_model`), the rest from the body and marker set.
 
@@ -58,8 +58,8 @@ class RBMRegressor(L.LightningModule):
         markers: plain description of the marker set: ``name``, ``parents`` (N,), ``joints`` (N,)
             SMPL joint carrying each plate.
         plate_rest_rot: (N, 3, 3) nested lists or tensor: each plate's rest orientation on the body.
-        plate_rest_pos: (N, 3) each plate's rest position (canonical frame, zero betas, m), or
-            None; with it the kinematic prior also places the pelvis.
+        plate_rest_pos: (N, 3) each plate's rest position (canonical frame, zero betas, m); the
+            kinematic prior places the pelvis with it.
         joint_template, joint_shapedirs: the body's joint model (see :class:`JointModel`).
         body_id: identity of the body the data was made with.
         features: one of :data:`rbmcap.model.features.FEATURE_KINDS`.
@@ -71,11 +71,12 @@ class RBMRegressor(L.LightningModule):
         optim: ``{"optimizer", "scheduler"}``: Hydra nodes (``_target_`` and arguments, plain
             data) of a partial optimiser, called with the parameters, and of a partial schedule,
             called with the optimiser and the run's number of optimiser steps (e.g.
-            :func:`rbmcap.training.schedule.warmup_step_decay`); read when training starts.
+            :func:`rbmcap.training.schedule.warmup_step_decay`); instantiated when training
+            starts.
         augment: ``{"marker_dropout", "dropout_span"}``.
         num_betas: betas predicted.
         seed: seed of the augmentation generator.
-        plate_shapedirs: (N, 3, B) change of the plate rest positions per unit beta, or None.
+        plate_shapedirs: (N, 3, B) change of the plate rest positions per unit beta.
         plate_fit: ``{"enabled", "prior_weight"}``: fit shape and translation to the plates in
             closed form from the predicted rotations (:mod:`rbmcap.model.platefit`); needs
             ``plate_rest_pos``, ``plate_shapedirs``, heading-frame features and global rotations.
@@ -103,17 +104,17 @@ class RBMRegressor(L.LightningModule):
         seed: int,
         plate_fit: dict[str, Any],
         fps: float,
-        plate_rest_pos=None,
-        plate_shapedirs=None,
+        plate_rest_pos: Any,
+        plate_shapedirs: Any,
     ) -> None:
         super().__init__()
         rest = torch.as_tensor(plate_rest_rot, dtype=torch.float32)
         jt = torch.as_tensor(joint_template, dtype=torch.float32)
         js = torch.as_tensor(joint_shapedirs, dtype=torch.float32)
-        rest_pos = None if plate_rest_pos is None else torch.as_tensor(plate_rest_pos).float()
+        rest_pos = torch.as_tensor(plate_rest_pos, dtype=torch.float32)
         network = dict(network)
         self.loss_cfg = _section("loss", loss, LOSS_KEYS)
-        self.optim_cfg = dict(optim)
+        self.optim_cfg = _section("optim", optim, OPTIM_KEYS)
         self.augment_cfg = _section("augment", augment, AUGMENT_KEYS)
         self.save_hyperparameters(_plain_data({
             "markers": markers, "plate_rest_rot": rest, "joint_template": jt,
@@ -129,7 +130,7 @@ class RBMRegressor(L.LightningModule):
         self.global_rotations = rotations == "global"
         self.encoder = FeatureEncoder(features, markers["parents"], rest, markers.get("joints"),
                                       plate_rest_pos=rest_pos,
-                                      rest_joints=jt if rest_pos is not None else None)  # fmt: skip
+                                      rest_joints=jt)  # fmt: skip
         net_kwargs = dict(network)
         name = net_kwargs.pop("name")
         self.out_dim = 24 * 6 + num_betas + 3
@@ -148,8 +149,6 @@ class RBMRegressor(L.LightningModule):
         """The closed-form shape and translation fit ``cfg`` asks for (None when off)."""
         if not cfg["enabled"]:
             return None
-        if rest_pos is None or shapedirs is None:
-            raise ConfigError("plate_fit needs the plates' rest positions and shape directions")
         if not (self.encoder.predicts_in_heading_frame and self.global_rotations):
             raise ConfigError("plate_fit needs heading-frame features (canonical, kinematic, "
                               "bones) and global rotations")  # fmt: skip
@@ -308,7 +307,7 @@ class RBMRegressor(L.LightningModule):
 
     def configure_optimizers(self):
         """The optimiser and its per-step schedule, instantiated from ``optim``."""
-        cfg = _section("optim", self.optim_cfg, OPTIM_KEYS)
+        cfg = self.optim_cfg
         optimizer = _instantiate("optim.optimizer", cfg["optimizer"], self.parameters())
         total = max(1, int(self.trainer.estimated_stepping_batches))
         scheduler = _instantiate("optim.scheduler", cfg["scheduler"], optimizer, total)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from rbmcap.bench import BENCHMARKS, run_benchmark
+from rbmcap.cli.output import print_mapping
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,9 +18,5 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     result = run_benchmark(args.name, quick=args.quick)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key}: {value}")
+    print_mapping(result, args.json)
     return 0

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from rbmcap.cli.output import print_mapping
 from rbmcap.errors import ConfigError
 
 
@@ -65,11 +65,7 @@ def _info(args) -> int:
         "gender": body.gender,
         "source": body.source,
     }
-    if args.json:
-        print(json.dumps(info))
-    else:
-        for key, value in info.items():
-            print(f"{key}: {value}")
+    print_mapping(info, args.json)
     return 0
 
 

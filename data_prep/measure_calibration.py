@@ -1,4 +1,5 @@
-"""Measure the fit-over-frames calibration on the synthetic sessions of ``tests/scenes_static.py``.
+"""Measure the fit-over-frames calibration on the synthetic sessions of
+``tests/helpers/scenes_static.py``.
 
     python data_prep/measure_calibration.py                 # every case, ~full clip
     python data_prep/measure_calibration.py --quick         # 1 s static + 120 walk frames
@@ -14,7 +15,7 @@ and the motion frames; with a perfect calibration (the true offsets and betas: t
 can reach, soft tissue and noise remaining); the worst plate's offset errors (mm, degrees,
 against the placement composed with the applied offset), also ``gauge-free``: with the turn
 that the poses can take up removed (a plate's turn about its segment's axis, or about its joint
-for head, hands and feet: what only a pose prior decides, see ``scenes_static.offset_errors``);
+for head, hands and feet: what only a pose prior decides, see ``offset_errors`` there);
 the frames the fit used in the static and in the motion; the calibration's wall time.
 Needs ``shared/data/cmu-iclone`` (or ``RBMCAP_ICLONE_DIR``).
 """
@@ -29,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import numpy as np
-import scenes_static as S
+from helpers import scenes_static as S
 
 CASES = ("tpose", "apose", "sides", "motion")
 PARTS = ("whole", "static", "motion")

@@ -120,8 +120,8 @@ if yaml.__with_libyaml__:
 
     class _CLoader(_Bounds, yaml.composer.Composer, CParser, yaml.constructor.SafeConstructor,
                    yaml.resolver.Resolver):  # fmt: skip
-        """The bounded safe loader on libyaml's scanner and parser (iterative, ~8x faster than
-        Python's); composition stays in Python (:class:`yaml.composer.Composer` comes before
+        """The bounded safe loader on libyaml's scanner and parser (iterative, in C);
+        composition stays in Python (:class:`yaml.composer.Composer` comes before
         CParser, whose own composer has no bounds)."""
 
         def __init__(self, stream):

@@ -92,12 +92,12 @@ def checkpoint(standin, tiny_dataset, tmp_path_factory):
     checkpoint: for tests of loading, inference and evaluation plumbing, not of accuracy."""
     import lightning as L
     import torch
-    from test_training import _module
+    from helpers.training import small_module
 
     from rbmcap.training.data import RBMDataModule
 
     torch.manual_seed(0)
-    model = _module(standin, "mlp")
+    model = small_module(standin, "mlp")
     path = tmp_path_factory.mktemp("ckpt") / "model.ckpt"
     trainer = L.Trainer(max_steps=2, limit_val_batches=1, accelerator="cpu", logger=False,
                         enable_progress_bar=False, enable_model_summary=False,
@@ -111,7 +111,7 @@ def pytest_sessionfinish(session, exitstatus):
     """With ``RBMCAP_FUZZ_REPORT=FILE``, write the fuzz tests' counts per reader there."""
     report = os.environ.get("RBMCAP_FUZZ_REPORT")
     if report:
-        from fuzzing import STATS, write_report
+        from helpers.fuzzing import STATS, write_report
 
         if STATS:
             write_report(report)

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from helpers.training import compose_train
 
 from rbmcap.checkpoint import PACKED_KEYS, load_weights, pack, read_checkpoint
-from rbmcap.configfiles import conf_dir
 from rbmcap.errors import FormatError, ModelError
 from rbmcap.inference import Predictor
 from rbmcap.inference.capture import model_fps
@@ -98,8 +97,7 @@ def test_the_shipped_models_record_their_60_hz_training_rate():
 def test_fine_tuning_starts_from_the_saved_weights(standin):
     from rbmcap.training.run import build_model, configured_markers
 
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        cfg = compose("train", overrides=["experiment=standin_rbm14_stream"])
+    cfg = compose_train("experiment=standin_rbm14_stream")
     model = build_model(cfg, standin, configured_markers(cfg))
     assert load_weights(model, SHIPPED) == resolve_checkpoint(SHIPPED)
     saved = read_checkpoint(SHIPPED)["state_dict"]

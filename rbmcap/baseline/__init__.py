@@ -1,4 +1,4 @@
-"""The optimisation baseline of design §7: a MoSh-style solver from marker observations to SMPL,
+"""The optimisation baseline: a MoSh-style solver from marker observations to SMPL,
 its Gaussian-mixture pose prior, and the hybrid mode (start from the network's answer).
 
 >>> prior = fit_pose_prior(train_poses, num_components=8, seed=0)

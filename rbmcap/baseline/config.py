@@ -1,8 +1,9 @@
 """Solver configuration: the dataclasses say what each key means and are the schema; YAML says
 what each value is.
 
-One source of truth: ``rbmcap/conf/baseline/default.yaml`` holds every default, each number with
-the measurement that chose it; the dataclasses below have no defaults. Every other configuration
+One source of truth: ``rbmcap/conf/baseline/default.yaml`` holds every default (how its scales
+were chosen: docs/history.md#how-the-settings-were-chosen); the dataclasses below have no
+defaults. Every other configuration
 (``hybrid``, ``points``, or a user's own YAML path) starts with ``defaults: [default, _self_]``
 and sets only what it changes; ``overrides`` (nested or dotted keys) come last. Loading goes
 through :func:`rbmcap.configfiles.load_config` (OmegaConf checks keys and types);

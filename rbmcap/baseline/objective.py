@@ -1,4 +1,4 @@
-"""The solver's objective, term by term (design §7), for a window of T frames.
+"""The solver's objective, term by term, for a window of T frames.
 
     E = Σ_t Σ_i v_ti (‖p̂_ti − p_ti‖² / σ_p² + θ(R̂_ti, R_ti)² / σ_r²)    data (θ: plates only)
       + Σ_t w_prior · NLL_GMM(θ_body,t) + w_l2 · ‖θ_body,t‖²               pose prior

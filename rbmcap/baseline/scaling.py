@@ -10,7 +10,7 @@ curvature (Jacobi preconditioning) brings the spread down to the coupling betwee
 The curvature is the diagonal of the Gauss–Newton Hessian of one frame's data terms at a typical
 pose (the pose prior's mean, or the rest pose), plus the pose prior's mean precision: a property
 of the body, the marker set and the weights, computed once per solver by central differences of
-a batch of perturbed poses (a few milliseconds) and shared by every frame and sequence.
+a batch of perturbed poses and shared by every frame and sequence.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The optimisation baseline: fit SMPL to marker observations (design §7).
+"""The optimisation baseline: fit SMPL to marker observations.
 
 Unknowns: betas (shared by the sequence), and per frame translation, global orientation and the
 body pose (axis-angle of joints 1..23). 6-DoF marker sets contribute position and geodesic

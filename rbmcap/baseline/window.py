@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import roma
 import torch
@@ -27,6 +27,9 @@ from rbmcap.baseline.objective import (
 from rbmcap.baseline.optimisers import StopRule, make_stepper
 from rbmcap.baseline.prior import GaussianMixturePrior
 from rbmcap.markers.plates import PlateTopology
+
+if TYPE_CHECKING:
+    from rbmcap.body.model import BodyModel
 
 
 @dataclass
@@ -88,7 +91,7 @@ class Problem:
     observations, the weights, the pose prior, and the predicted positions (C ≤ 2, N, 3) of the
     frames solved just before (held fixed, for the smoothness term) or None."""
 
-    body: object
+    body: BodyModel
     topology: PlateTopology
     obs: WindowObservations
     weights: WeightsConfig

@@ -1,14 +1,15 @@
 """``BodyModel``: one interface over SMPL and SMPL-H files (real or the stand-in), via smplx.
 
-The model's arrays are loaded by rbmcap (``.npz`` or chumpy-free ``.pkl``), checked, and handed to
-smplx as its ``data_struct``, so smplx owns the buffers and the full forward is ``smplx.lbs.lbs``.
+The model's arrays are loaded by rbmcap (``.npz``, or ``.pkl`` without chumpy through an
+allow-list, :mod:`rbmcap.body.files`), checked, and handed to smplx as its ``data_struct``, so
+smplx owns the buffers and the full forward is ``smplx.lbs.lbs``.
 rbmcap adds what smplx lacks: any leading batch dimensions, rotation-matrix or axis-angle poses,
 the SMPL 24-joint view of SMPL-H, and *sparse* skinning of a handful of vertices.
 
 Why sparse skinning is hand-written: marker synthesis and marker losses need ~100 vertices, while
 smplx always blends the pose correctives and skinning transforms of every vertex. Skinning only the
-requested vertices (with joints from a pre-multiplied joint regressor) is about two orders of
-magnitude cheaper and equal to the full forward to float precision.
+requested vertices (with joints from a pre-multiplied joint regressor) is far cheaper and equal
+to the full forward to float precision (``rbmcap bench skinning``, docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The calibration file (design §8, "calib.yaml"): what ``rbmcap calibrate`` writes.
+"""The calibration file (``calib.yaml``): what ``rbmcap calibrate`` writes.
 
 Schema (fixed, so files move between tools and people)::
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import yaml
@@ -25,6 +26,9 @@ import yaml
 from rbmcap.atomic import write_text_atomic
 from rbmcap.configfiles import MAX_MAGNITUDE, finite_vector, read_yaml, short_repr, type_name
 from rbmcap.errors import ConfigError, FormatError
+
+if TYPE_CHECKING:
+    from rbmcap.calibrate.report import CalibrationReport
 
 HEADER = (
     "# rbmcap calibration. frames: the frames fitted, per capture (array positions).\n"
@@ -74,7 +78,7 @@ class Calibration:
     translation: np.ndarray
     plates: dict[str, PlateOffset] = field(default_factory=dict)
     captures: list[str] = field(default_factory=list)
-    report: object = None
+    report: CalibrationReport | None = None
 
     def to_dict(self) -> dict:
         """The YAML content (plain lists and floats)."""

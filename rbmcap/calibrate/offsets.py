@@ -1,7 +1,8 @@
 """Per-plate constant offsets between physical and virtual plates, and their inverse.
 
-Model (design §8): ``R_phys = R_virt · R_off`` and ``p_phys = p_virt + R_virt · t_off``, with
-the offsets constant over a session and expressed in the virtual plate's frame.
+Model: ``R_phys = R_virt · R_off`` and ``p_phys = p_virt + R_virt · t_off``, with the offsets
+constant over a session and expressed in the virtual plate's frame
+(docs/architecture.md#real-captures-and-calibration).
 """
 
 from __future__ import annotations

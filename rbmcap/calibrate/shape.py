@@ -15,10 +15,9 @@ from rbmcap.calibrate.offsets import align_virtual
 from rbmcap.calibrate.virtual import virtual_tpose
 
 BETA_PRIOR = 1e-4
-"""Weight (m² per unit beta²) of ‖β‖² against the summed squared plate distances (m²).
-Measured on the acceptance scene (walk seed 0, realistic preset, offsets ≤ 3 cm / 15°), prior
-1e-5 / 1e-4 / 1e-3 / 3e-3: rest-pose V2V 21.5 / 18.2 / 15.7 / 14.5 mm, worst rotation-offset
-error 6.1 / 1.7 / 2.5 / 2.7°: 1e-4 keeps the offsets best with a shape error close to the best."""
+"""Weight (m² per unit beta²) of ‖β‖² against the summed squared plate distances (m²): a
+weaker prior lets the shape absorb the offsets, a stronger one pulls it towards the mean shape.
+How it was chosen: docs/history.md#how-the-settings-were-chosen."""
 
 
 def shape_loss(synth, betas: torch.Tensor, phys_pos: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "baseline",
         help="optimisation baseline tools",
-        description="Tools of the optimisation baseline (design §7).",
+        description="Tools of the optimisation baseline.",
     )
     tools = p.add_subparsers(dest="tool", metavar="TOOL", required=True)
     f = tools.add_parser(

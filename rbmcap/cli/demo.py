@@ -33,7 +33,7 @@ class DemoBudget:
 
 
 FULL = DemoBudget()
-"""``make demo``: ``experiment=demo`` as configured (a few minutes of training on 2 cores)."""
+"""``make demo``: ``experiment=demo`` as configured."""
 
 QUICK = DemoBudget(
     # 12 motions: 3 subjects, so train, val and test each get one (whole subjects per split)
@@ -47,7 +47,7 @@ QUICK = DemoBudget(
     frames_per_sequence=20,  # two test sequences
     solver_iterations=20,
 )
-"""``rbmcap demo --quick``: every stage on a tiny budget (well under 2 minutes on 2 cores)."""
+"""``rbmcap demo --quick``: every stage on a tiny budget (a smoke run)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,4 +1,4 @@
-"""``rbmcap import``: an export (Vicon, OptiTrack, C3D) → the capture file (design §8)."""
+"""``rbmcap import``: an export (Vicon, OptiTrack, C3D) → the capture file."""
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+from types import FrameType
 
 from rbmcap.errors import EXIT_INTERRUPTED, USER_ERRORS, user_error
 
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _terminate(signum: int, frame: object) -> None:
+def _terminate(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 

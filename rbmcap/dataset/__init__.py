@@ -1,4 +1,6 @@
-"""Synthesised datasets (design §9): manifest + memory-mapped arrays, per split.
+"""Synthesised datasets: manifest + memory-mapped arrays, per split.
+
+The folder's layout: docs/formats.md#dataset-folder.
 
 Write with :func:`synthesize_dataset` (``rbmcap synth``), merge shards with
 :func:`merge_datasets`, read with :class:`RBMDataset`.

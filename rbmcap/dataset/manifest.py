@@ -1,4 +1,4 @@
-"""The dataset manifest (design §9): what a synthesised dataset holds and how it was made.
+"""The dataset manifest: what a synthesised dataset holds and how it was made.
 
 A dataset is a folder::
 

@@ -1,4 +1,4 @@
-"""The evaluated methods (design §7), each a small object with one ``run(sequence)``.
+"""The evaluated methods, each a small object with one ``run(sequence)``.
 
 Every method answers one :class:`~rbmcap.evaluation.sequences.Sequence` with
 ``(SMPLParams, seconds)``. The evaluation calls, in order, :meth:`Method.prepare` (with the
@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from rbmcap.body.params import SMPLParams
 from rbmcap.evaluation.oracle import scaled_error_start
 from rbmcap.evaluation.results import MethodResult, aggregate_records
 from rbmcap.evaluation.sequences import Sequence
+
+if TYPE_CHECKING:
+    from rbmcap.baseline.solver import Solver
 
 log = logging.getLogger("rbmcap.eval")
 
@@ -89,7 +93,7 @@ class SolverRun:
     rate (Hz), whether the markers have orientations (6-DoF) and the optimiser iterations when
     no budget is planned (None: the solver config's)."""
 
-    solver: object
+    solver: Solver
     fps: float
     orientations: bool = True
     iterations: int | None = None

@@ -8,7 +8,7 @@ For every condition (plates hidden for whole sequences, :mod:`rbmcap.evaluation.
 - ``all_seen``: the same method's ``mpjpe_mm`` and ``near_mpjpe_mm`` with every plate seen;
 - ``mpjpe_ratio_to_all_seen``: its MPJPE over its MPJPE with every plate seen.
 
-The network's ratio is judged against :data:`OCCLUSION_CLAIM_RATIO` (issue 14's acceptance).
+The network's ratio is judged against :data:`OCCLUSION_CLAIM_RATIO`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from rbmcap.errors import ConfigError
 from rbmcap.evaluation.occlusion import check_groups, occlusion_groups
 
 HYBRID_CLAIM_FRACTION = 0.2
-"""The hybrid claim (design §7): the 6-DoF baseline's accuracy in at most this fraction of its
+"""The hybrid claim: the 6-DoF baseline's accuracy in at most this fraction of its
 converged time. The default hybrid budget and the claim the report judges."""
 
 
@@ -78,9 +78,8 @@ class EvalOptions:
     point_config: str = "points"
     solver_iterations: int | None = None
     hybrid_fraction: float | None = HYBRID_CLAIM_FRACTION
-    # Timings vary from run to run and the hybrid's iterations cost a few per cent more than the
-    # baseline's: planned at 0.9, a fresh-clone demo ran over (0.203× the baseline's time);
-    # measured runs at 0.85 took 0.17–0.20×.
+    # Timings vary from run to run and the hybrid's iterations cost a little more than the
+    # baseline's, so the budget is planned on this share of the time it may take.
     hybrid_margin: float = 0.85
     start_errors: tuple[float, ...] = ()
     occlude: tuple[tuple[str, ...], ...] = ()

@@ -1,8 +1,9 @@
 """Oracle starts for the hybrid: how good must the network be for the hybrid claim to hold?
 
-The hybrid's claim (design §7) rests on the quality of its start. To measure that dependency on
-one dataset without training networks of every quality, the evaluation can also start the
-hybrid from the truth moved a fraction f of the way towards the network's answer:
+The hybrid's claim (docs/metrics.md#the-claims-a-report-checks) rests on the quality of its
+start. To measure that dependency on one dataset without training networks of every quality,
+the evaluation can also start the hybrid from the truth moved a fraction f of the way towards
+the network's answer:
 
     R_j = R*_j · exp(f · log(R*_jᵀ R̂_j))   every joint rotation (geodesic interpolation)
     t = t* + f (t̂ − t*),  β = β* + f (β̂ − β*)

@@ -4,6 +4,7 @@ solvers' convergence curves, and how they are aggregated over the split."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -11,6 +12,9 @@ import torch
 from rbmcap.body.params import SMPLParams
 from rbmcap.evaluation.sequences import Sequence
 from rbmcap.skeleton import SMPL_JOINT_NAMES
+
+if TYPE_CHECKING:
+    from rbmcap.body.model import BodyModel
 
 
 @dataclass
@@ -62,7 +66,7 @@ class MethodResult:
 
 @dataclass(frozen=True)
 class Scorer:
-    """Scores a method's answer for one sequence against its truth (design §7 metrics).
+    """Scores a method's answer for one sequence against its truth (docs/metrics.md).
 
     Attributes:
         body: the body both answer and truth are posed with.
@@ -70,7 +74,7 @@ class Scorer:
         vertices: compute V2V (a full mesh forward per frame).
     """
 
-    body: object  # rbmcap.body.BodyModel
+    body: BodyModel
     fps: float
     vertices: bool = True
 

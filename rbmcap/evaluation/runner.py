@@ -13,6 +13,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +31,11 @@ from rbmcap.evaluation.occlusion import Condition, conditions
 from rbmcap.evaluation.options import EvalOptions
 from rbmcap.evaluation.results import MethodResult, Scorer
 from rbmcap.evaluation.sequences import CounterpartSplit, Split
+
+if TYPE_CHECKING:
+    from rbmcap.body.model import BodyModel
+    from rbmcap.dataset.reader import RBMDataset
+    from rbmcap.inference.predictor import Predictor
 
 log = logging.getLogger("rbmcap.eval")
 
@@ -85,9 +91,9 @@ class EvalSetup:
     Open with :meth:`open`."""
 
     opts: EvalOptions
-    predictor: object  # rbmcap.inference.Predictor
-    data: object  # rbmcap.dataset.RBMDataset
-    body: object  # rbmcap.body.BodyModel
+    predictor: Predictor
+    data: RBMDataset
+    body: BodyModel
     fps: float
     conditions: tuple[Condition, ...] = (Condition(),)
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rbmcap.body.params import SMPLParams
 from rbmcap.errors import DataError
 from rbmcap.evaluation.occlusion import hide_plates
+
+if TYPE_CHECKING:
+    from rbmcap.dataset.reader import RBMDataset
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class Split:
     ``hidden`` (indices) invalid in every frame (:mod:`rbmcap.evaluation.occlusion`). Iterating
     reads it afresh."""
 
-    data: object  # rbmcap.dataset.RBMDataset
+    data: RBMDataset
     max_frames: int | None = None
     per_sequence: int | None = None
     hidden: tuple[int, ...] = ()
@@ -92,7 +96,7 @@ class CounterpartSplit:
     """The same sequences (names and frames) as ``split``, read from another dataset of the
     same motions (the point-marker data of the point-marker baseline)."""
 
-    data: object  # rbmcap.dataset.RBMDataset
+    data: RBMDataset
     split: Split
 
     def __iter__(self) -> Iterator[Sequence]:

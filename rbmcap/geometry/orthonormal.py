@@ -7,10 +7,10 @@ rotation up to rounding is replaced by the nearest rotation in the Frobenius nor
 a rotation (a reflection, or scaled or sheared beyond :data:`ROTATION_TOLERANCE`) is a
 :class:`~rbmcap.errors.DataError` naming where it is.
 
-The check is vectorised (elementwise arithmetic on the matrices' columns, no batched SVD, which
-costs seconds on a million matrices): the singular values come from a closed-form eigen
-decomposition of ``MᵀM − I``. Only matrices that are not rotations to the caller's precision
-(``atol``) are corrected, so exact rotations written in float32 or float64 cost the check alone.
+The check is vectorised (elementwise arithmetic on the matrices' columns, no batched SVD): the
+singular values come from a closed-form eigen decomposition of ``MᵀM − I``. Only matrices that
+are not rotations to the caller's precision (``atol``) are corrected, so exact rotations written
+in float32 or float64 cost the check alone.
 """
 
 from __future__ import annotations
@@ -25,19 +25,9 @@ from rbmcap.errors import ConfigError, DataError, location
 
 ROTATION_TOLERANCE = 1e-3
 """Largest accepted deviation of a singular value from 1 (``max |σᵢ − 1|``) for a matrix read
-from a file to count as a rotation up to rounding.
-
-Why 1e-3: a rotation written as text with 6 decimals (what float32 exports print) is off by at
-most 5e-7 per entry, so by at most 1.5e-6 in any singular value (the spectral norm of the
-rounding is at most its Frobenius norm, 3 · 5e-7), and float32 itself rounds at 6e-8; even 4
-decimals (1.5e-4) pass. A unit quaternion written with 6 decimals has a norm within 2e-6 of 1,
-and a matrix made from it without normalising is scaled by that norm squared (deviation 4e-6).
-A matrix scaled by 1 % deviates by 1e-2, ten times the tolerance, and is refused; so is any
-quaternion off unit norm by more than 0.05 %. The C3D reader's rigidity test (``RRᵀ − I`` within
-1e-3, i.e. singular values within about 5e-4 of 1) is of the same size. Inside the tolerance the
-correction (scale and shear removed, the rotation kept) changes a plate's axes by at most 0.1 %:
-far below a plate's tracking noise, so correcting silently and reporting the largest correction
-is safe.
+from a file to count as a rotation up to rounding: rotations written with 4 or more decimals
+pass, a matrix scaled by 1 % (deviation 1e-2) is refused. Inside it the correction changes a
+plate's axes far less than its tracking noise (docs/reliability.md).
 """
 
 _MAX_TOLERANCE = 0.1

@@ -2,7 +2,7 @@
 
 A plate strapped to a segment turns rigidly with its bone, so ``R_plate · R_restᵀ`` is the bone's
 global rotation (``R_rest`` the plate's orientation on the body at rest). This one estimator is
-the network's kinematic prior (design §6: the network only corrects it) and the solver's start
+the network's kinematic prior (the network only corrects it) and the solver's start
 (:func:`rbmcap.baseline.init.kinematic_rotations`, which first merges each segment's markers into
 one rigid body). Per SMPL joint:
 

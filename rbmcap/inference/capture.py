@@ -12,8 +12,8 @@
    both neighbours are), predicted there, and the motion is sampled back at the capture's own
    frame times, so the result has the capture's frame count and fps. The training rate is the
    checkpoint's ``fps`` hyper-parameter (see :mod:`rbmcap.checkpoint`);
-4. shape: with a calibration that carries ``betas`` (measured on the T-pose, over many still
-   frames), those betas are used, and the body is placed on the plates: each frame's ``trans``
+4. shape: with a calibration that carries ``betas`` (fitted over the calibration's frames),
+   those betas are used, and the body is placed on the plates: each frame's ``trans``
    is the least-squares translation of the virtual plates (the predicted pose on the calibrated
    body) onto the calibrated plates seen in that frame, i.e. their mean difference (see
    :func:`place_on_plates`): the network's own ``trans`` puts the pelvis where it belongs for

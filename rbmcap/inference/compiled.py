@@ -1,14 +1,14 @@
 """A stream's frame step compiled ahead of time into native code, cached on disk.
 
-On one CPU thread a traced frame step pays the TorchScript interpreter for each of its ~200
-small operations (features, the GRU step, decoding, the plate fit), a few microseconds apiece:
-most of a frame's time, however small the network. ``torch.export`` captures the same step
+On one CPU thread a traced frame step pays the TorchScript interpreter for each of its many
+small operations (features, the GRU step, decoding, the plate fit): most of a frame's time,
+however small the network. ``torch.export`` captures the same step
 (:class:`~rbmcap.inference.stream.FrameStep`, the same operations on the same values) and
 AOTInductor compiles it into one shared library whose generated C++ fuses the elementwise work
 and calls the matrix products directly, with no interpreter and no Python between operations.
-Figures: docs/results.md (``rbmcap bench infer``).
+Figures: docs/benchmarks.md#rbmcap-bench-infer.
 
-Compiling takes about a minute and needs a C++ compiler (what ``torch.compile`` uses on the
+Compiling is slow and needs a C++ compiler (what ``torch.compile`` uses on the
 CPU), so the package is cached under :func:`rbmcap.paths.cache_dir` (``stream/KEY.pt2``), keyed
 by the exported program (its graph, weights and constants), the torch version and the machine:
 the same model streams again at once, and a change to the model or to rbmcap's code that
@@ -70,7 +70,7 @@ def compiled_step(step: torch.nn.Module, model, example: tuple) -> Callable:
     if loader is None:
         return package
     # The step's inputs and outputs are flat tensors, so the package's own call (which flattens
-    # and rebuilds them as trees, ~50 µs) is skipped for its loader's.
+    # and rebuilds them as trees on every call) is skipped for its loader's.
     return lambda *tensors: loader.run(list(tensors))
 
 

@@ -1,12 +1,9 @@
 """Zero-phase temporal smoothing of a whole sequence's answer (offline prediction only).
 
-A regression network answers each frame with a little independent noise: on the real CMU test
-subject the shipped ``standin-rbm14`` has a joint jitter of 2,208 m/s³ against the truth's
-1,021, though its MPJPE is 23.5 mm. A Gaussian over time of σ = 0.7 frames (a kernel of 7
-frames at 60 Hz) removes that noise and not the motion: on the validation split of
-``data=procedural_real`` it took the jitter from 3,028 to 1,009 m/s³ on real motion and from
-1,832 to 580 on procedural motion, for +0.13 / −0.08 mm of MPJPE (σ 1.0: +0.28 / −0.08 mm;
-σ 1.5: +0.53 / −0.04 mm). :data:`DEFAULT_SIGMA_FRAMES` is that σ.
+A regression network answers each frame with a little independent noise, which shows as joint
+jitter well above the truth's. A Gaussian over time of :data:`DEFAULT_SIGMA_FRAMES` (a kernel of
+7 frames at 60 Hz) removes that noise and not the motion; σ was chosen on validation data
+(docs/history.md#how-the-settings-were-chosen).
 
 Rotations are smoothed as unit quaternions, each made continuous in sign first (q and −q are
 the same rotation), then renormalised; translation as it is. The ends are padded by odd

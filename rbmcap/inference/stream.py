@@ -2,16 +2,15 @@
 
 A causal GRU keeps its recurrent state, so a frame costs the same however long the stream has
 run. What a frame costs on one CPU thread is the GRU's weights, read once a frame, and the count
-of tensor operations (a few hundred small ones) more than their arithmetic, so the recurrent
-path runs the whole frame (features, the GRU step, decoding with the running betas and the plate
-fit's running sums) as one TorchScript trace recorded on the first frame: the same operations on
-the same values (outputs are bit-identical to the eager ones), without Python between them,
-frozen (constants folded) and without the trace's slices of whole dimensions
-(:func:`drop_whole_slices`: 79 of the ~320 operations of the ``standin_rbm14_stream``
-configuration's frame). The ``compiled`` backend goes further: the same step exported and
-compiled ahead of time into native code (:mod:`rbmcap.inference.compiled`; about a minute once per
-model, then cached), with no interpreter between the operations. Measured figures:
-docs/results.md (``rbmcap bench infer``). Other networks re-run on the last ``context`` frames.
+of small tensor operations more than their arithmetic, so the recurrent path runs the whole
+frame (features, the GRU step, decoding with the running betas and the plate fit's running sums)
+as one TorchScript trace recorded on the first frame: the same operations on the same values
+(outputs are bit-identical to the eager ones), without Python between them, frozen (constants
+folded) and without the trace's slices of whole dimensions (:func:`drop_whole_slices`). The
+``compiled`` backend goes further: the same step exported and compiled ahead of time into native
+code (:mod:`rbmcap.inference.compiled`; compiled once per model, then cached), with no
+interpreter between the operations. Figures: docs/benchmarks.md#rbmcap-bench-infer. Other
+networks re-run on the last ``context`` frames.
 """
 
 from __future__ import annotations
@@ -27,8 +26,8 @@ from rbmcap.inference.compiled import compiled_step, frozen
 
 BACKENDS = ("eager", "trace", "compiled")
 """How a recurrent stream runs its frame step: the Python modules as they are, a TorchScript
-trace (the default: recorded on the first frame, in milliseconds), or compiled ahead of time
-(:mod:`rbmcap.inference.compiled`: the fastest, a minute's compile once per model and a C++
+trace (the default: recorded on the first frame), or compiled ahead of time
+(:mod:`rbmcap.inference.compiled`: the fastest, one compile per model, cached, and a C++
 compiler)."""
 
 

@@ -1,4 +1,4 @@
-"""Real captures in and results out (design §8).
+"""Real captures in and results out.
 
 Readers turn an export into a :class:`~rbmcap.io.capture.Capture` (one per format:
 :mod:`~rbmcap.io.vicon`, :mod:`~rbmcap.io.optitrack`, :mod:`~rbmcap.io.c3d`; format detection in

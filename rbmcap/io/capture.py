@@ -1,7 +1,7 @@
 """``Capture``: plates (and labelled points) of a real recording, in rbmcap's conventions.
 
-The capture file (design §8) is what ``rbmcap import`` writes and ``calibrate`` and ``infer``
-read: one ``.npz`` holding
+The capture file (docs/formats.md#capture-npz) is what ``rbmcap import`` writes and
+``calibrate`` and ``infer`` read: one ``.npz`` holding
 
 - ``fps`` (), ``format`` () the reader that made it, ``source`` () the file it came from;
 - ``names`` (N,) plates in file order; ``pos`` (T, N, 3) float32 metres; ``rot`` (T, N, 3, 3)
@@ -12,8 +12,8 @@ read: one ``.npz`` holding
 - where the file has labelled points: ``point_names`` (M,), ``points`` (T, M, 3) metres,
   ``point_valid`` (T, M) bool.
 
-World Z up, metres, rotation matrices (design §2). Invalid entries hold zeros (positions) and
-identities (rotations), never NaN, so arrays can be used without masking first.
+World Z up, metres, rotation matrices (docs/conventions.md#frames). Invalid entries hold zeros
+(positions) and identities (rotations), never NaN, so arrays can be used without masking first.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class Capture:
     origin: InitVar[str | None] = None
 
     def __post_init__(self, origin: str | None) -> None:
-        """Check and convert every array (the boundary of design §8's numbers): shapes and
+        """Check and convert every array (the boundary where outside numbers come in): shapes and
         dtypes (FormatError), then values (DataError naming the plate and frame): positions and
         points finite in float32 wherever valid, rotations re-orthonormalised within
         :data:`~rbmcap.geometry.orthonormal.ROTATION_TOLERANCE` (the largest correction kept in

@@ -1,4 +1,4 @@
-"""``import_capture``: an export → the capture file (design §8); the library of ``rbmcap import``.
+"""``import_capture``: an export → the capture file; the library of ``rbmcap import``.
 
 Steps: read the export (:func:`~rbmcap.io.formats.read_capture`) → when a plates YAML is given,
 solve the plates from the labelled points (estimating and writing back missing local

@@ -1,4 +1,4 @@
-"""Capture object names → marker-set plate names (design §8, "Names" and ``map.yaml``).
+"""Capture object names → marker-set plate names (docs/capture.md, ``map.yaml``).
 
 A mapping YAML gives the names explicitly (``S01:LeftShin: left_shin``). Without one, the default
 rule: a capture name maps to the marker-set plate whose body-part words it contains and whose

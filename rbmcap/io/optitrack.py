@@ -1,6 +1,6 @@
 """OptiTrack Motive CSV exports (format versions 1.2x) as a :class:`~rbmcap.io.capture.Capture`.
 
-Layout (design §8): a first row of ``key,value`` pairs (``Format Version``, ``Capture Frame
+Layout: a first row of ``key,value`` pairs (``Format Version``, ``Capture Frame
 Rate``, ``Export Frame Rate``, ``Rotation Type``, ``Length Units``, ``Coordinate Space``, …), a
 blank row, then the header rows ``Type``, ``Name``, ``ID`` (optional), a kind row (``Rotation``,
 ``Position``, ``Mean Marker Error`` / ``Error Per Marker``, ``Marker Quality``) and an axis row

@@ -1,5 +1,4 @@
-"""Plates solved from marker clusters or read from frames given as points (design §8, "Marker
-clusters" and ``plates.yaml``).
+"""Plates solved from marker clusters or read from frames given as points (``plates.yaml``).
 
 A plate definition names a plate's member markers (capture point names) and, optionally, their
 coordinates in the plate frame (metres). Each frame, the plate's pose is the least-squares rigid

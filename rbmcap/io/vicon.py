@@ -1,7 +1,7 @@
 """Vicon CSV exports (Nexus ``Segments`` / ``Model Outputs`` / ``Joints`` / ``Trajectories``
 sections, Tracker ``Global Angle`` objects) as a :class:`~rbmcap.io.capture.Capture`.
 
-Layout (design §8): one or more sections separated by blank lines, each: a section name line, a
+Layout: one or more sections separated by blank lines, each: a section name line, a
 rate line (Hz), a names row (one ``Subject:Name`` every 3 or 6 columns from column 3), an axis
 row (``Frame,Sub Frame,RX,RY,RZ,TX,TY,TZ,…`` or ``…,X,Y,Z,…``), a units row (``mm``, ``deg``),
 then data rows. Tolerated: comma-padded rows, ``;`` delimiters (then a decimal comma is read
@@ -347,8 +347,8 @@ def _rotmat(rot: np.ndarray, rotation: str, degrees: bool) -> np.ndarray:
         order = rotation.split("_")[1].upper()
         angles = r[:, ["XYZ".index(a) for a in order]]
         mats = roma.euler_to_rotmat(order, angles, degrees=degrees)
-    # exact rotations up to rounding: the Capture re-orthonormalises them (roma's
-    # special_procrustes here cost 40 ms a call, most of a small file's read)
+    # exact rotations up to rounding: the Capture re-orthonormalises them, and only those that
+    # need it (a special_procrustes of every matrix here would dominate a small file's read)
     return mats.numpy()
 
 

@@ -1,4 +1,4 @@
-"""Virtual markers (design §5): marker sets, anchors, plate frames, realism and synthesis."""
+"""Virtual markers: marker sets, anchors, plate frames, realism and synthesis."""
 
 from rbmcap.markers.anchors import Anchor, resolve_anchors
 from rbmcap.markers.markerset import MarkerSet, available_marker_sets, load_marker_set

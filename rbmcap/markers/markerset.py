@@ -75,8 +75,8 @@ class MarkerSet:
         """The markers ``names`` (in that order).
 
         A marker whose parent is not kept hangs from this set's root (the chest for rbm14), as
-        design §5 prescribes for the reduced sets; if the root is not kept either, from the first
-        marker left without a parent.
+        the reduced sets require; if the root is not kept either, from the first marker left
+        without a parent.
         """
         idx = [self.index(n) for n in names]
         if len(set(idx)) != len(idx):

@@ -1,4 +1,4 @@
-"""Plate frames at mesh vertices (design §5), batched in torch.
+"""Plate frames at mesh vertices (docs/architecture.md#conventions), batched in torch.
 
 At marker vertex v of the posed mesh, every frame:
 
@@ -149,7 +149,7 @@ def plate_frames(
         pos (..., N, 3) plate origins and rot (..., N, 3, 3) world-from-plate rotations.
     """
     # The maths of angle_weighted_normals and frames_from_normal, laid out components-first
-    # (3, ..., frames) so every step is a long contiguous vector operation: ~3x faster.
+    # (3, ..., frames) so every step is a long contiguous vector operation.
     batch, k = skinned.shape[:-2], skinned.shape[-2]
     x = skinned.reshape(-1, k, 3).permute(2, 1, 0).contiguous()  # (3, K, B)
     dev = skinned.device

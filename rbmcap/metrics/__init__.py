@@ -1,4 +1,4 @@
-"""Accuracy metrics of design §7, as pure batched torch functions.
+"""Accuracy metrics (docs/metrics.md), as pure batched torch functions.
 
 The functions return SI units (metres, radians, m/s, m/s³) per frame, with any leading batch
 dimensions; :func:`evaluate_sequence` converts to the units reports use (mm, degrees, mm/s) and

@@ -1,4 +1,4 @@
-"""Joint groups for per-region errors (SMPL joint order, design §2).
+"""Joint groups for per-region errors (SMPL joint order, docs/metrics.md#joint-groups).
 
 The four regions partition the 24 joints, so a frame's MPJPE is the joint-count-weighted mean of
 its region errors. "Hands" are the wrists and hand joints, the part sparse trackers find hardest;

@@ -1,4 +1,4 @@
-"""Every metric of design §7 for one sequence, per frame and averaged, in report units."""
+"""Every metric of docs/metrics.md for one sequence, per frame and averaged, in report units."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Input features: RBM observations → network inputs, and network outputs → world SMPL.
 
-Six encodings (design §6), chosen by config:
+Six encodings (docs/architecture.md#the-network), chosen by config:
 
 - ``raw``: world positions and rotations (6D) of every plate.
 - ``paper``: positions relative to the root (chest) plate, orientations relative to the parent
@@ -25,7 +25,8 @@ Six encodings (design §6), chosen by config:
   joints (interpolated spine, swung neck and collars) are the procedural rig's own, so a network
   trained mostly on procedural motion learns to leave them alone, and on real motion, whose rig
   shares a turn differently between those joints, it keeps the procedural split; with
-  ``anchored`` it learns those joints from the plates everywhere (docs/results.md, "Which prior").
+  ``anchored`` it learns those joints from the plates everywhere (docs/history.md, "Which
+  prior").
 
 Every encoding appends the validity mask per plate and zeroes a missing plate's features, so a
 missing marker is *masked*, never zeros posing as data; the reference is the root plate, so

@@ -1,10 +1,9 @@
 """Shape and translation fitted to the plates in closed form, given the network's pose.
 
-Measured on the ``cpu_long`` test protocol (40 test sequences × 60 frames), the network's joint
-error was as much in *where* its body stood and how big it was as in its rotations: 19.3 mm
-MPJPE, 14.4 mm with its rotations on the true shape and translation. Given the rotations, the
-plates' positions are linear in shape and translation, so both follow from one small
-least-squares problem instead of being regressed:
+A network's joint error lies as much in *where* its body stands and how big it is as in its
+rotations (docs/history.md#the-plate-fit). Given the rotations, the plates' positions are linear
+in shape and translation, so both follow from one small least-squares problem instead of being
+regressed:
 
     p_ti ≈ J_k(θ_t, β) + G_tk (P_i(β) − J_k^rest(β)) + τ_t
 
@@ -17,9 +16,8 @@ ridge pull of strength ``prior_weight`` (m², the weight of the network's own be
 Everything is differentiable, so training sees the fitted shape and translation.
 
 The plate is taken as rigid on its carrying bone (its skin is skinned by blended weights near
-joints); with the *true* rotations the fit lands at 8.2 mm MPJPE on that protocol, which bounds
-what the approximation and the plates' own placement noise (10 mm slide per axis in the
-``realistic`` preset) leave.
+joints); that approximation and the plates' own placement noise bound what the fit can reach
+even from the true rotations.
 
 Shapes: ``global_rots (..., T, 24, 3, 3)``, ``pos (..., T, N, 3)`` metres, ``valid (..., T, N)``,
 ``betas_prior (..., T, B)``; all in one frame per time step (world, or the network's heading

@@ -1,4 +1,4 @@
-"""The 6D rotation representation (design §2): the first two columns of the rotation matrix.
+"""The 6D rotation representation: the first two columns of the rotation matrix.
 
 Layout: ``x[..., 0:3]`` is the first column and ``x[..., 3:6]`` the second (column after column,
 as in ``rbmcap.model.features``). Decoding orthonormalises the two columns with

@@ -1,4 +1,4 @@
-"""Motion sources, all producing one SMPL motion format (design §4).
+"""Motion sources, all producing one SMPL motion format.
 
 * :class:`SMPLMotion` — poses, translation, shape, fps; resampling, slicing, ``.npz`` storage.
 * AMASS files and folders — :func:`read_motion`, :func:`discover`, :func:`iter_motions`.

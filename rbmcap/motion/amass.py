@@ -1,4 +1,4 @@
-"""AMASS motion files and AMASS-style folders (design §4).
+"""AMASS motion files and AMASS-style folders.
 
 Two AMASS releases exist and are told apart by their keys:
 

@@ -1,4 +1,4 @@
-"""Retarget a BVH skeleton's motion onto SMPL (design §4).
+"""Retarget a BVH skeleton's motion onto SMPL.
 
 The method copies *global* segment orientations, not local Euler angles, so it does not care how
 the BVH's joints are framed or how many helper joints it has:

@@ -1,4 +1,4 @@
-"""``SMPLMotion``: the one motion format every source produces (design §4).
+"""``SMPLMotion``: the one motion format every source produces.
 
 A motion is SMPL local joint rotations ``poses (T, 24, 3)`` (axis-angle, radians; joint 0 is the
 global orientation, which carries the Y-up→Z-up turn), root translation ``trans (T, 3)`` in metres

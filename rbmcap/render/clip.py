@@ -26,8 +26,8 @@ def render_comparison(comparison: Comparison, out: str | Path, *, out_fps: float
         out: the file; its suffix chooses the format.
         out_fps: about this many pictures per second of motion.
         max_frames: at most this many pictures (longer sequences are thinned further).
-        mesh: draw each body's shaded mesh under its skeleton (about 0.17 s per panel and
-            picture); False draws skeletons only.
+        mesh: draw each body's shaded mesh under its skeleton (slower); False draws skeletons
+            only.
     """
     out = check_output(out, still=False)
     idx = frame_indices(comparison.frames, comparison.fps, out_fps, max_frames)

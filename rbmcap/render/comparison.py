@@ -9,12 +9,16 @@ an evaluation), and the plates the methods saw. Build one from a saved evaluatio
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rbmcap.errors import DataError
 from rbmcap.motion.kinematics import MotionKinematics
 from rbmcap.motion.smpl_motion import SMPLMotion
+
+if TYPE_CHECKING:
+    from rbmcap.body.model import BodyModel
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ class Comparison:
     fps: float
     panels: tuple[Panel, ...]
     plates: Plates | None
-    body: object
+    body: BodyModel
 
     @property
     def frames(self) -> int:

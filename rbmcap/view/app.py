@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import webbrowser
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rbmcap.errors import ConfigError
 from rbmcap.view.gui import ViewerPanel
 from rbmcap.view.layers import ViewContent
 from rbmcap.view.scene import ViewScene
 from rbmcap.view.skinning import SkinnedMesh, skin_motion
+
+if TYPE_CHECKING:
+    import viser
 
 INSTALL_HINT = "the viewer needs viser: pip install 'rbmcap[view]'"
 
@@ -29,7 +33,7 @@ def import_viser():
 class Viewer:
     """A running viewer: its server, scene and panel. ``url`` is where a browser opens it."""
 
-    server: object
+    server: viser.ViserServer
     scene: ViewScene
     panel: ViewerPanel
     url: str

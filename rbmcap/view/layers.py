@@ -17,10 +17,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rbmcap.errors import DataError, FormatError
+
+if TYPE_CHECKING:
+    from rbmcap.motion.smpl_motion import SMPLMotion
 
 METHOD_COLOURS = {
     "truth": (150, 150, 150),
@@ -40,7 +44,7 @@ class BodyLayer:
 
     key: str
     label: str
-    motion: object
+    motion: SMPLMotion
     body_id: str
     colour: tuple[int, int, int]
 

@@ -5,6 +5,7 @@ per plate layer the observed plates as small coordinate frames and the missing o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +13,9 @@ from rbmcap.view.layers import ViewContent
 from rbmcap.view.plates import axis_segments, held_poses
 from rbmcap.view.skinning import SkinnedMesh, bone_segments
 from rbmcap.view.timeline import layer_frames, timeline_steps
+
+if TYPE_CHECKING:
+    import viser
 
 PLATE_AXIS_M = 0.07
 """Length of a plate frame's axes: a plate is a few centimetres across."""
@@ -23,9 +27,9 @@ SKELETON_THICKNESS_M = 0.012
 @dataclass
 class _BodyNodes:
     key: str
-    root: object
-    mesh: object
-    skeleton: object
+    root: viser.FrameHandle
+    mesh: viser.MeshSkinnedHandle
+    skeleton: viser.LineSegmentsHandle
     frames: np.ndarray
     skinned: SkinnedMesh
 
@@ -33,8 +37,8 @@ class _BodyNodes:
 @dataclass
 class _PlateNodes:
     key: str
-    observed: object
-    missing: object
+    observed: viser.BatchedAxesHandle
+    missing: viser.LineSegmentsHandle
     frames: np.ndarray
     wxyz: np.ndarray
     pos: np.ndarray

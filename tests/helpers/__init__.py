@@ -1,2 +1,5 @@
-"""Test-side helpers shared by several test modules (importable because ``tests/`` is on
-``sys.path``: ``pythonpath = ["tests"]`` in ``pyproject.toml``)."""
+"""What several test modules share: data writers, scenes with known truth, training set-ups.
+
+Test modules import from here (``tests/`` is on ``sys.path``: ``pythonpath = ["tests"]`` in
+``pyproject.toml``), never from one another.
+"""

@@ -1,6 +1,7 @@
-"""Where the tests find the shared data: ``shared/data`` beside the repository (``../shared/data``
-from its root), which holds captures and motion clips the repository does not ship. The package
-never reads it; tests that need a folder skip where it is absent.
+"""Where the tests find files: the repository itself (``train.py``, ``notebooks/``, ``docs/``) and
+the shared data, ``shared/data`` beside the repository (``../shared/data`` from its root), which
+holds captures and motion clips the repository does not ship. The package never reads the shared
+data; tests that need a folder skip where it is absent.
 
 A folder with an ``RBMCAP_*_DIR`` variable (the names the training configuration and the
 notebooks read) is taken from that variable when it is set.
@@ -11,7 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+REPO = Path(__file__).resolve().parents[2]
+"""The repository's root (this file is ``tests/helpers/shared.py``)."""
+SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 def _folder(name: str, variable: str) -> Path:

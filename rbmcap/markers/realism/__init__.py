@@ -1,4 +1,4 @@
-"""Realism models (design §5): placement error, soft-tissue wobble, optical noise, occlusion.
+"""Realism models: placement error, soft-tissue wobble, optical noise, occlusion.
 
 Units are documented on each config field (:mod:`rbmcap.markers.realism.config`); presets live in
 ``conf/realism/``. Every function takes a numpy ``Generator``; per-sequence streams come from

@@ -1,4 +1,4 @@
-"""A seeded library of parametric SMPL motions (design §4): the embedded default motion source.
+"""A seeded library of parametric SMPL motions: the embedded default motion source.
 
 >>> from rbmcap.motion.procedural import KINDS, generate
 >>> motion = generate("walk", seed=0)

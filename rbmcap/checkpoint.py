@@ -48,8 +48,15 @@ MAX_BETAS = 300
 RUN_KEY = "rbmcap_run"
 """The checkpoint key holding the run's record: ``command`` and ``data`` (the recipe)."""
 
-PACKED_KEYS = ("state_dict", "hyper_parameters", "hparams_name", "pytorch-lightning_version",
-               RUN_KEY, "epoch", "global_step")  # fmt: skip
+PACKED_KEYS = (
+    "state_dict",
+    "hyper_parameters",
+    "hparams_name",
+    "pytorch-lightning_version",
+    RUN_KEY,
+    "epoch",
+    "global_step",
+)
 """What a packed (shipped) checkpoint keeps: no optimiser, scheduler or loop state."""
 
 
@@ -97,8 +104,9 @@ def _checkpoint_parts(ckpt: object, path: Path) -> tuple[dict, dict]:
     state = ckpt["state_dict"]
     bad = [k for k, v in state.items() if not (isinstance(k, str) and torch.is_tensor(v))]
     if bad:
-        raise FormatError(f"{path}: not an rbmcap checkpoint (state_dict entry {bad[0]!r} is "
-                          "not a named tensor)")  # fmt: skip
+        raise FormatError(
+            f"{path}: not an rbmcap checkpoint (state_dict entry {bad[0]!r} is not a named tensor)"
+        )
     return ckpt["hyper_parameters"], state
 
 
@@ -106,8 +114,10 @@ def _check_finite(hp: dict, state: dict, path: Path) -> None:
     """DataError naming the first weight or hyper-parameter holding NaN or infinity."""
     for key, value in state.items():
         if (value.is_floating_point() or value.is_complex()) and not torch.isfinite(value).all():
-            raise DataError(f"{path}: weight {key!r} has NaN or infinite values; the checkpoint "
-                            "is unusable (did its training run diverge?)")  # fmt: skip
+            raise DataError(
+                f"{path}: weight {key!r} has NaN or infinite values; the checkpoint "
+                "is unusable (did its training run diverge?)"
+            )
     for key, value in hp.items():
         if not _finite_numbers(value):
             raise DataError(f"{path}: hyper-parameter {key!r} has NaN or infinite values")
@@ -133,35 +143,47 @@ def _check_hyper_parameters(hp: dict, path: Path) -> None:
 
     params = inspect.signature(RBMRegressor.__init__).parameters.values()
     names = {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
-    required = {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY
-                and p.default is inspect.Parameter.empty}  # fmt: skip
+    required = {
+        p.name
+        for p in params
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty
+    }
     missing, unknown = sorted(required - set(hp)), sorted(set(hp) - names)
     if missing or unknown:
         what = f"lack {', '.join(missing)}" if missing else f"include unknown {', '.join(unknown)}"
         raise ModelError(f"{path}: the checkpoint's hyper-parameters {what}")
     bad = [key for wrong, key in _unusable(hp) if wrong]
     if bad:
-        raise ModelError(f"{path}: hyper-parameter {bad[0]!r} has an unusable value "
-                         f"({_short(hp[bad[0]])})")  # fmt: skip
+        raise ModelError(
+            f"{path}: hyper-parameter {bad[0]!r} has an unusable value ({_short(hp[bad[0]])})"
+        )
 
 
 def _unusable(hp: dict) -> list[tuple[bool, str]]:
     """(wrong, key) for each hyper-parameter the predictor reads directly."""
     markers, betas, fps = hp["markers"], hp["num_betas"], hp["fps"]
     return [
-        (not isinstance(markers, dict) or not isinstance(markers.get("name"), str)
-         or not isinstance(markers.get("parents"), list)
-         or not isinstance(names := markers.get("names"), list)
-         or not all(isinstance(n, str) for n in names)
-         or len(names) != len(markers["parents"]), "markers"),
+        (
+            not isinstance(markers, dict)
+            or not isinstance(markers.get("name"), str)
+            or not isinstance(markers.get("parents"), list)
+            or not isinstance(names := markers.get("names"), list)
+            or not all(isinstance(n, str) for n in names)
+            or len(names) != len(markers["parents"]),
+            "markers",
+        ),
         (not isinstance(hp["body_id"], str), "body_id"),
-        (isinstance(betas, bool) or not isinstance(betas, int)
-         or not 1 <= betas <= MAX_BETAS, "num_betas"),
-        (not isinstance(hp["network"], dict) or not isinstance(hp["network"].get("name"), str),
-         "network"),
+        (
+            isinstance(betas, bool) or not isinstance(betas, int) or not 1 <= betas <= MAX_BETAS,
+            "num_betas",
+        ),
+        (
+            not isinstance(hp["network"], dict) or not isinstance(hp["network"].get("name"), str),
+            "network",
+        ),
         (isinstance(fps, bool) or not isinstance(fps, (int, float)) or not fps > 0, "fps"),
         (not isinstance(hp["plate_fit"], dict) or "enabled" not in hp["plate_fit"], "plate_fit"),
-    ]  # fmt: skip
+    ]
 
 
 def _short(value) -> str:
@@ -190,8 +212,10 @@ def load_model(spec: str | Path, device: str = "cpu"):
     expected = model.state_dict()
     for key, value in state.items():
         if key in expected and value.is_floating_point() != expected[key].is_floating_point():
-            raise ModelError(f"{path}: weight {key!r} is {str(value.dtype)[6:]}, the network "
-                             f"holds {str(expected[key].dtype)[6:]}")  # fmt: skip
+            raise ModelError(
+                f"{path}: weight {key!r} is {str(value.dtype)[6:]}, the network "
+                f"holds {str(expected[key].dtype)[6:]}"
+            )
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as exc:
@@ -215,18 +239,24 @@ def _check_network_size(network: dict, state: dict, path: Path) -> None:
     limit = max([1024, *(max(v.shape, default=0) for v in weights)])
     for key, value in kwargs.items():
         if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= limit:
-            raise ModelError(f"{path}: network hyper-parameter {key}={value} is out of range "
-                             f"(0 to {limit} for these weights)")  # fmt: skip
+            raise ModelError(
+                f"{path}: network hyper-parameter {key}={value} is out of range "
+                f"(0 to {limit} for these weights)"
+            )
     try:
         with torch.device("meta"):
             net = build_network(network["name"], 1, 1, **kwargs)
     except (RBMCapError, TypeError, ValueError, AssertionError, RuntimeError) as exc:
-        raise ModelError(f"{path}: its network hyper-parameters {_short(network)} cannot "
-                         f"build a network ({first_line(exc)})") from exc  # fmt: skip
+        raise ModelError(
+            f"{path}: its network hyper-parameters {_short(network)} cannot "
+            f"build a network ({first_line(exc)})"
+        ) from exc
     needed = sum(p.numel() for p in net.parameters())
     if needed > sum(v.numel() for v in weights):
-        raise ModelError(f"{path}: its network hyper-parameters {_short(network)} describe a "
-                         f"bigger network than its weights")  # fmt: skip
+        raise ModelError(
+            f"{path}: its network hyper-parameters {_short(network)} describe a "
+            f"bigger network than its weights"
+        )
 
 
 def _build_model(hp: dict, path: Path):
@@ -236,10 +266,20 @@ def _build_model(hp: dict, path: Path):
     try:
         return RBMRegressor(**hp)
     # The values come from the file: any of these means they cannot make the model.
-    except (RBMCapError, TypeError, ValueError, KeyError, IndexError, AttributeError,
-            RuntimeError, OverflowError, ZeroDivisionError) as exc:  # fmt: skip
-        raise ModelError(f"{path}: its hyper-parameters cannot build the model "
-                         f"({first_line(exc)})") from exc  # fmt: skip
+    except (
+        RBMCapError,
+        TypeError,
+        ValueError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        RuntimeError,
+        OverflowError,
+        ZeroDivisionError,
+    ) as exc:
+        raise ModelError(
+            f"{path}: its hyper-parameters cannot build the model ({first_line(exc)})"
+        ) from exc
 
 
 def _check_runs(model, path: Path) -> None:
@@ -275,8 +315,13 @@ def load_weights(model, spec: str | Path) -> Path:
     ckpt = read_checkpoint(path)
     was, now = ckpt["hyper_parameters"]["features"], model.hparams["features"]
     if was != now:
-        log.warning("init_from=%s was trained on %s features; this run uses %s (the network "
-                    "relearns what differs)", spec, was, now)  # fmt: skip
+        log.warning(
+            "init_from=%s was trained on %s features; this run uses %s (the network "
+            "relearns what differs)",
+            spec,
+            was,
+            now,
+        )
     try:
         missing, unexpected = model.load_state_dict(ckpt["state_dict"], strict=False)
     except RuntimeError as exc:
@@ -284,8 +329,10 @@ def load_weights(model, spec: str | Path) -> Path:
         raise ConfigError(f"init_from={spec}: another architecture ({first})") from exc
     if missing or unexpected:
         names = ", ".join([*missing, *unexpected][:4])
-        raise ConfigError(f"init_from={spec}: another architecture ({len(missing)} weights "
-                          f"missing, {len(unexpected)} unexpected: {names}, ...)")  # fmt: skip
+        raise ConfigError(
+            f"init_from={spec}: another architecture ({len(missing)} weights "
+            f"missing, {len(unexpected)} unexpected: {names}, ...)"
+        )
     return path
 
 

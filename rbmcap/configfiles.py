@@ -88,8 +88,11 @@ class _Bounds:
         try:
             if self._depth > MAX_YAML_DEPTH:
                 raise yaml.composer.ComposerError(
-                    None, None, f"nested deeper than {MAX_YAML_DEPTH} levels",
-                    self.peek_event().start_mark)  # fmt: skip
+                    None,
+                    None,
+                    f"nested deeper than {MAX_YAML_DEPTH} levels",
+                    self.peek_event().start_mark,
+                )
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -118,8 +121,13 @@ class _PyLoader(_Bounds, yaml.SafeLoader):
 if yaml.__with_libyaml__:
     from yaml._yaml import CParser
 
-    class _CLoader(_Bounds, yaml.composer.Composer, CParser, yaml.constructor.SafeConstructor,
-                   yaml.resolver.Resolver):  # fmt: skip
+    class _CLoader(
+        _Bounds,
+        yaml.composer.Composer,
+        CParser,
+        yaml.constructor.SafeConstructor,
+        yaml.resolver.Resolver,
+    ):
         """The bounded safe loader on libyaml's scanner and parser (iterative, in C);
         composition stays in Python (:class:`yaml.composer.Composer` comes before
         CParser, whose own composer has no bounds)."""
@@ -233,8 +241,14 @@ def type_name(value: Any) -> str:
     """What a YAML value is, for messages: 'a list', 'a mapping', 'null', 'a string' …"""
     if value is None:
         return "null (nothing)"
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-             list: "a list", dict: "a mapping"}  # fmt: skip
+    names = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+    }
     return names.get(type(value), f"a {type(value).__name__}")
 
 
@@ -396,12 +410,15 @@ def build_config(schema: type[T], layers: Sequence[tuple[Mapping[str, Any], str]
     nested = _nested_container(schema, cfg)
     if nested is not None:
         key, value = nested
-        raise ConfigError(f"{_set_by(key, sources, last)}: {key} = {short_repr(value)}: "
-                          "expected a name or number")  # fmt: skip
+        raise ConfigError(
+            f"{_set_by(key, sources, last)}: {key} = {short_repr(value)}: expected a name or number"
+        )
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
-        raise ConfigError(f"{first}: misses keys {missing} (set them, or compose a file that "
-                          "does through a defaults list)")  # fmt: skip
+        raise ConfigError(
+            f"{first}: misses keys {missing} (set them, or compose a file that "
+            "does through a defaults list)"
+        )
     try:
         return OmegaConf.to_object(cfg)  # type: ignore[return-value]
     except ConfigValueError as exc:
@@ -436,8 +453,9 @@ def _file_layers(
         if entry == SELF:
             layers.append((data, str(path)))
         else:
-            layers += _file_layers(_default_path(entry, path, group, what), group, what,
-                                   (*seen, key))  # fmt: skip
+            layers += _file_layers(
+                _default_path(entry, path, group, what), group, what, (*seen, key)
+            )
     return layers
 
 
@@ -498,8 +516,10 @@ def _dotted_keys(key: str, value: Any) -> list[str]:
 def _refuse_interpolations(data: Any, where: str, key: str = "") -> None:
     """ConfigError where a string (key or value) holds ``${``: OmegaConf would resolve it."""
     if isinstance(data, str) and "${" in data:
-        raise ConfigError(f"{where}: {key or 'a key'}: {short_repr(data)}: interpolations "
-                          "(${...}) are not allowed here")  # fmt: skip
+        raise ConfigError(
+            f"{where}: {key or 'a key'}: {short_repr(data)}: interpolations "
+            "(${...}) are not allowed here"
+        )
     if isinstance(data, Mapping):
         for k, v in data.items():
             _refuse_interpolations(k, where, key)

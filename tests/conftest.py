@@ -99,9 +99,15 @@ def checkpoint(standin, tiny_dataset, tmp_path_factory):
     torch.manual_seed(0)
     model = small_module(standin, "mlp")
     path = tmp_path_factory.mktemp("ckpt") / "model.ckpt"
-    trainer = L.Trainer(max_steps=2, limit_val_batches=1, accelerator="cpu", logger=False,
-                        enable_progress_bar=False, enable_model_summary=False,
-                        default_root_dir=path.parent)  # fmt: skip
+    trainer = L.Trainer(
+        max_steps=2,
+        limit_val_batches=1,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=path.parent,
+    )
     trainer.fit(model, datamodule=RBMDataModule(tiny_dataset, window=30, batch_size=4))
     trainer.save_checkpoint(path)
     return path

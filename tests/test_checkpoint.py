@@ -73,8 +73,12 @@ def test_a_checkpoint_without_plate_names_is_refused(tmp_path, shipped):
 
 
 def test_a_checkpoint_with_the_flat_optimiser_section_is_refused(tmp_path, shipped):
-    shipped["hyper_parameters"]["optim"] = {"lr": 1e-3, "weight_decay": 0.0, "decay": 0.8,
-                                            "decay_every": 0.1}  # fmt: skip
+    shipped["hyper_parameters"]["optim"] = {
+        "lr": 1e-3,
+        "weight_decay": 0.0,
+        "decay": 0.8,
+        "decay_every": 0.1,
+    }
     path = tmp_path / "flat.ckpt"
     torch.save(shipped, path)
     _refused(ModelError, path, "optim: missing optimizer, scheduler")

@@ -37,11 +37,15 @@ def run(quick: bool = False, device: str = "cpu") -> dict:
     solver = Solver(body, "rbm14", config, prior=prior, device=device)
     solves = [
         solver.solve(
-            obs.pos, obs.rot, obs.valid, fps=motion.fps, truth_joints=obs.joints,
+            obs.pos,
+            obs.rot,
+            obs.valid,
+            fps=motion.fps,
+            truth_joints=obs.joints,
             iterations=iterations,
         )
         for _ in range(1 if quick else 2)
-    ]  # fmt: skip
+    ]
     best = min(solves, key=lambda sol: sol.seconds)
     rec = best.record
     k = rec.iterations.index(rec.converged_at("mpjpe_mm"))

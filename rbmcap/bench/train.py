@@ -32,11 +32,14 @@ def _batch(body, markers, batch: int, window: int) -> dict[str, torch.Tensor]:
         return torch.from_numpy(np.ascontiguousarray(a)).reshape(batch, window, *a.shape[1:])
 
     return {
-        "pos": win(obs.pos), "rot": win(obs.rot), "valid": win(obs.valid),
-        "poses": win(poses.astype(np.float32)), "trans": win(trans.astype(np.float32)),
+        "pos": win(obs.pos),
+        "rot": win(obs.rot),
+        "valid": win(obs.valid),
+        "poses": win(poses.astype(np.float32)),
+        "trans": win(trans.astype(np.float32)),
         "joints": win(obs.joints),
         "betas": torch.from_numpy(motion.betas.astype(np.float32)).expand(batch, -1),
-    }  # fmt: skip
+    }
 
 
 def run(quick: bool = False) -> dict:

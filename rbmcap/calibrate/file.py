@@ -142,8 +142,9 @@ def from_dict(data, where: str = "calibration") -> Calibration:
     frames = _frames(data["frames"], where)
     captures = data.get("captures") or []
     if not isinstance(captures, list) or not all(isinstance(c, str) for c in captures):
-        raise ConfigError(f"{where}: captures: expected a list of names, got "
-                          f"{short_repr(captures)}")  # fmt: skip
+        raise ConfigError(
+            f"{where}: captures: expected a list of names, got {short_repr(captures)}"
+        )
     align = _mapping(data["alignment"], ("rotation", "translation_m"), where, "alignment")
     plates = _mapping(data["plates"], None, where, "plates")
     offsets = {}
@@ -152,8 +153,9 @@ def from_dict(data, where: str = "calibration") -> Calibration:
             raise ConfigError(f"{where}: plates: {short_repr(name)} is not a plate name")
         key = f"plates.{name}"
         e = _mapping(entry, PLATE_KEYS, where, key, optional=PLATE_OPTIONAL)
-        diag = {k: float(_vector([e[k]], 1, where, f"{key}.{k}")[0]) for k in PLATE_OPTIONAL
-                if k in e}  # fmt: skip
+        diag = {
+            k: float(_vector([e[k]], 1, where, f"{key}.{k}")[0]) for k in PLATE_OPTIONAL if k in e
+        }
         offsets[str(name)] = PlateOffset(
             _vector(e["rotation_offset"], 3, where, f"{key}.rotation_offset"),
             _vector(e["position_offset_m"], 3, where, f"{key}.position_offset_m"),

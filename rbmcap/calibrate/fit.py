@@ -92,8 +92,9 @@ def calibrate(
         from rbmcap.baseline.prior import default_pose_prior
 
         prior = default_pose_prior()
-    fit = SessionFit(synth, pos, rot, valid, prior=prior, weights=weights or FitWeights(),
-                     betas=betas)  # fmt: skip
+    fit = SessionFit(
+        synth, pos, rot, valid, prior=prior, weights=weights or FitWeights(), betas=betas
+    )
     _check_sides(fit, names, root)
     state = fit.run(iterations)
     report = build_report(fit, state, caps, chosen)
@@ -106,10 +107,11 @@ def _calibration(state, report, caps, chosen, names: list[str]) -> Calibration:
     rv = roma.rotmat_to_rotvec(state.r_off).numpy()
     t = state.t_off.numpy()
     plates = {
-        n: PlateOffset(rv[i], t[i], report.plates[n]["residual_mm"],
-                       report.plates[n]["residual_deg"])
+        n: PlateOffset(
+            rv[i], t[i], report.plates[n]["residual_mm"], report.plates[n]["residual_deg"]
+        )
         for i, n in enumerate(names)
-    }  # fmt: skip
+    }
     root_rot = state.rotmats[0, 0] @ upright_rotation().T
     calib = Calibration(
         betas=state.betas.numpy().copy(),
@@ -128,8 +130,10 @@ def _frames_used(caps, frames, names, root: int, max_frames: int):
     specs = list(frames) if frames is not None else [None] * len(caps)
     if len(specs) != len(caps):
         raise DataError(f"{len(specs)} frame selections for {len(caps)} captures")
-    chosen = [select_frames(c.pos, c.rot, c.valid, root, spec=s, max_frames=max_frames)
-              for c, s in zip(caps, specs)]  # fmt: skip
+    chosen = [
+        select_frames(c.pos, c.rot, c.valid, root, spec=s, max_frames=max_frames)
+        for c, s in zip(caps, specs)
+    ]
     pos = np.concatenate([c.pos[i] for c, i in zip(caps, chosen)]).astype(np.float64)
     rot = np.concatenate([c.rot[i] for c, i in zip(caps, chosen)]).astype(np.float64)
     valid = np.concatenate([c.valid[i] for c, i in zip(caps, chosen)])

@@ -31,10 +31,15 @@ PRIOR_SHARE = 0.25
 """An offset direction counts as decided by the prior when its posterior variance is more than
 this fraction of the prior's (the data did not halve the spread)."""
 SEGMENTS = {
-    "left_upper_arm": (16, 18), "left_forearm": (18, 20), "left_thigh": (1, 4),
-    "left_shin": (4, 7), "right_upper_arm": (17, 19), "right_forearm": (19, 21),
-    "right_thigh": (2, 5), "right_shin": (5, 8),
-}  # fmt: skip
+    "left_upper_arm": (16, 18),
+    "left_forearm": (18, 20),
+    "left_thigh": (1, 4),
+    "left_shin": (4, 7),
+    "right_upper_arm": (17, 19),
+    "right_forearm": (19, 21),
+    "right_thigh": (2, 5),
+    "right_shin": (5, 8),
+}
 """Segment name → (proximal, distal) SMPL joints, for the body's proportions."""
 
 
@@ -68,18 +73,27 @@ class CalibrationReport:
 
     def to_dict(self) -> dict:
         """JSON-ready content."""
-        return {"frames": [list(f) for f in self.frames], "plates": self.plates,
-                "undetermined": self.undetermined, "body": self.body,
-                "distances": self.distances, "takes": self.takes,
-                "flags": self.flags()}  # fmt: skip
+        return {
+            "frames": [list(f) for f in self.frames],
+            "plates": self.plates,
+            "undetermined": self.undetermined,
+            "body": self.body,
+            "distances": self.distances,
+            "takes": self.takes,
+            "flags": self.flags(),
+        }
 
     def __str__(self) -> str:
         lines = ["frames used: " + ", ".join(f"{_short(n)}: {k} of {t}" for n, k, t in self.frames)]
-        lines.append(f"{'plate':16s} {'resid mm':>8s} {'deg':>5s} {'offset mm':>9s} {'deg':>6s}"
-                     + "".join(f"  {_short(c):>24s}" for c in self.takes))  # fmt: skip
+        lines.append(
+            f"{'plate':16s} {'resid mm':>8s} {'deg':>5s} {'offset mm':>9s} {'deg':>6s}"
+            + "".join(f"  {_short(c):>24s}" for c in self.takes)
+        )
         for n, p in self.plates.items():
-            row = (f"{n:16s} {p['residual_mm']:8.1f} {p['residual_deg']:5.1f} "
-                   f"{p['offset_mm']:9.1f} {p['offset_deg']:6.1f}")  # fmt: skip
+            row = (
+                f"{n:16s} {p['residual_mm']:8.1f} {p['residual_deg']:5.1f} "
+                f"{p['offset_mm']:9.1f} {p['offset_deg']:6.1f}"
+            )
             for plates in self.takes.values():
                 t = plates.get(n, {})
                 mm, deg = t.get("residual_mm", math.nan), t.get("residual_deg", math.nan)
@@ -90,9 +104,13 @@ class CalibrationReport:
             segs = ", ".join(f"{k} {1000 * v:.0f}" for k, v in b["segments_m"].items())
             lines.append(f"body: height {b['height_m']:.3f} m; segments (mm): {segs}")
         if self.distances:
-            lines.append("plate distances (capture / calibrated body, mm): " + ", ".join(
-                f"{k} {1000 * d['capture_m']:.0f}/{1000 * d['body_m']:.0f}"
-                for k, d in self.distances.items()))  # fmt: skip
+            lines.append(
+                "plate distances (capture / calibrated body, mm): "
+                + ", ".join(
+                    f"{k} {1000 * d['capture_m']:.0f}/{1000 * d['body_m']:.0f}"
+                    for k, d in self.distances.items()
+                )
+            )
         lines += [f"not determined by the data: {u}" for u in self.undetermined]
         lines += [f"FLAG {f}" for f in self.flags()]
         return "\n".join(lines)
@@ -139,8 +157,10 @@ def build_report(fit, state, caps, chosen) -> CalibrationReport:
                 f"inconsistent: residual {p['residual_mm']:.1f} mm, {p['residual_deg']:.1f}° "
                 f"(median {med:.1f} mm, {med_r:.1f}°): a wrong name, a loose strap?"
             )
-    frames = [(c.source or f"capture {k}", len(i), c.num_frames)
-              for k, (c, i) in enumerate(zip(caps, chosen))]  # fmt: skip
+    frames = [
+        (c.source or f"capture {k}", len(i), c.num_frames)
+        for k, (c, i) in enumerate(zip(caps, chosen))
+    ]
     report = CalibrationReport(frames=frames, plates=plates)
     report.body = body_proportions(fit, state)
     report.distances = plate_distances(fit, state)
@@ -157,8 +177,11 @@ def check_plausible(report: CalibrationReport, fit, state) -> None:
             f"implausible calibration: betas[{k}] = {b[k]:.2f} is beyond ±{BETAS_LIMIT:g} (the "
             f"plates do not fit this body model; check the names and the marker set)"
         )
-    far = [(n, p["offset_mm"]) for n, p in report.plates.items()
-           if p["offset_mm"] > 1000 * OFFSET_LIMIT_M]  # fmt: skip
+    far = [
+        (n, p["offset_mm"])
+        for n, p in report.plates.items()
+        if p["offset_mm"] > 1000 * OFFSET_LIMIT_M
+    ]
     if far:
         n, mm = max(far, key=lambda x: x[1])
         raise DataError(
@@ -221,8 +244,10 @@ def undetermined(fit, state, step: float = 1e-6) -> list[str]:
     with torch.no_grad():
         jp, _ = fit.body.pose_joints(state.rotmats[:1], state.betas, state.trans[:1])
         _, vr = fit.virtual(state.rotmats[:1], state.betas, state.trans[:1])
-    for kind, base, unit, scale in (("position", 3 * n, "mm", 1000.0),
-                                    ("rotation", 0, "°", math.degrees(1.0))):  # fmt: skip
+    for kind, base, unit, scale in (
+        ("position", 3 * n, "mm", 1000.0),
+        ("rotation", 0, "°", math.degrees(1.0)),
+    ):
         for i, name in enumerate(fit.names):
             sl = slice(base + 3 * i, base + 3 * i + 3)
             evals, evecs = torch.linalg.eigh(cov_data[sl, sl])
@@ -300,10 +325,12 @@ def _offset_information(fit, state, step: float):
         s = hbb - (hab.transpose(-1, -2) @ torch.linalg.solve(ata + torch.diag(diag), hab)).sum(0)
         return 0.5 * (s + s.T)
 
-    prior_s = torch.cat([
-        torch.full((3 * n,), 1.0 / math.radians(wt.offset_sigma_deg) ** 2, dtype=torch.float64),
-        torch.full((3 * n,), 1.0 / wt.offset_sigma_m**2, dtype=torch.float64),
-    ])  # fmt: skip
+    prior_s = torch.cat(
+        [
+            torch.full((3 * n,), 1.0 / math.radians(wt.offset_sigma_deg) ** 2, dtype=torch.float64),
+            torch.full((3 * n,), 1.0 / wt.offset_sigma_m**2, dtype=torch.float64),
+        ]
+    )
     floor = torch.full_like(prior_frame, 1e-6)
     return schur(floor), torch.diag(prior_s), schur(prior_frame)
 

@@ -63,10 +63,17 @@ def load_betas(path: str | Path) -> np.ndarray:
 
 
 def calibrate_file(
-    capture_paths, out, *, markers: str = "rbm14", frames: list[str] | None = None,
-    betas: str | None = None, body: str = "standin", prior: str | None = None,
-    check: bool = True, tpose: bool = False,
-) -> tuple[Calibration, dict]:  # fmt: skip
+    capture_paths,
+    out,
+    *,
+    markers: str = "rbm14",
+    frames: list[str] | None = None,
+    betas: str | None = None,
+    body: str = "standin",
+    prior: str | None = None,
+    check: bool = True,
+    tpose: bool = False,
+) -> tuple[Calibration, dict]:
     """Calibrate the capture files ``capture_paths`` (one session) and write ``out`` (YAML,
     atomically; nothing is written when the fit is refused).
 

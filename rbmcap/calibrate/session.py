@@ -107,6 +107,50 @@ class FitState:
     t_off: torch.Tensor
 
 
+def _scaled_start(state: FitState, num_frames: int) -> tuple[dict, dict]:
+    """The scale of each unknown of a stage and its starting value (float64, unscaled).
+
+    The unknowns: ``omega`` (F, 3) turn of the root from its current rotation, ``body``
+    (F, 23, 3) rotation vectors, ``trans`` (F, 3) m, ``betas`` (B,), ``rho`` (N, 3) turn of each
+    rotation offset from its current value, ``t`` (N, 3) position offsets (m), ``q`` (24, 3)
+    shared turns. Unknowns shared by all frames get scales divided by sqrt(F).
+    """
+    sf = math.sqrt(num_frames)
+    dt = torch.float64
+    scales = {
+        "omega": 0.1,
+        "body": 0.1,
+        "trans": 0.01,
+        "betas": 0.1 / sf,
+        "rho": 0.1 / sf,
+        "t": 0.01 / sf,
+        "q": 0.1 / sf,
+    }
+    start = {
+        "omega": torch.zeros(num_frames, 3, dtype=dt),
+        "body": roma.rotmat_to_rotvec(state.rotmats[:, 1:]),
+        "trans": state.trans.clone(),
+        "betas": state.betas.clone(),
+        "rho": torch.zeros(state.r_off.shape[0], 3, dtype=dt),
+        "t": state.t_off.clone(),
+        "q": torch.zeros(24, 3, dtype=dt),
+    }
+    return scales, start
+
+
+def _lbfgs(params: list[torch.Tensor], iterations: int) -> torch.optim.LBFGS:
+    """L-BFGS with a strong-Wolfe line search running ``iterations`` steps in one ``step``."""
+    return torch.optim.LBFGS(
+        params,
+        lr=1.0,
+        max_iter=iterations,
+        history_size=50,
+        line_search_fn="strong_wolfe",
+        tolerance_grad=1e-9,
+        tolerance_change=1e-12,
+    )
+
+
 class SessionFit:
     """The calibration objective over F frames of N plates (see the module docstring).
 
@@ -189,15 +233,26 @@ class SessionFit:
         rest[0] = up
         rest_pos, _ = self.virtual(rest[None], betas, torch.zeros(1, 3, dtype=torch.float64))
         rest_pos = rest_pos[0]
-        heads = headings(rest_pos, self.pos, self.valid, side_pairs(self.names),
-                         leg_plates(rest_pos, self.root), self.root)  # fmt: skip
+        heads = headings(
+            rest_pos,
+            self.pos,
+            self.valid,
+            side_pairs(self.names),
+            leg_plates(rest_pos, self.root),
+            self.root,
+        )
         rotmats = eye.expand(f, 24, 3, 3).clone()
         rotmats[:, 0] = heads @ up
         zero = torch.zeros(f, 3, dtype=torch.float64)
         vp, _ = self.virtual(rotmats, betas, zero)
         trans = mean_translation(vp, self.pos, self.valid)
-        return FitState(rotmats, trans, betas, eye.expand(n, 3, 3).clone(),
-                        torch.zeros(n, 3, dtype=torch.float64))  # fmt: skip
+        return FitState(
+            rotmats,
+            trans,
+            betas,
+            eye.expand(n, 3, 3).clone(),
+            torch.zeros(n, 3, dtype=torch.float64),
+        )
 
     # ----------------------------------------------------------------------------- stages
     def run(self, iterations: tuple[int, int, int] = (60, 150, 300), restarts: int = 1) -> FitState:
@@ -241,26 +296,23 @@ class SessionFit:
             total = (rel * self.w[..., None, None]).sum(0)
         return nearest_rotation(total)
 
-    def _stage(self, state: FitState, iterations: int, *, betas: bool, offsets: bool,
-               rotation: bool, relative: bool = False) -> FitState:  # fmt: skip
+    def _stage(
+        self,
+        state: FitState,
+        iterations: int,
+        *,
+        betas: bool,
+        offsets: bool,
+        rotation: bool,
+        relative: bool = False,
+    ) -> FitState:
+        """``iterations`` of L-BFGS from ``state`` over the root turn, body pose, translation and
+        shared turns, plus the shape (``betas``), the position offsets (``offsets``) and the
+        rotation offsets (``offsets`` and ``rotation``); each unknown is scaled to order one."""
         if iterations <= 0:
             return state
-        f = self.num_frames
-        sf = math.sqrt(f)
-        dt = torch.float64
         root_base = state.rotmats[:, 0].clone()
-        body0 = roma.rotmat_to_rotvec(state.rotmats[:, 1:])
-        scales = {"omega": 0.1, "body": 0.1, "trans": 0.01, "betas": 0.1 / sf,
-                  "rho": 0.1 / sf, "t": 0.01 / sf, "q": 0.1 / sf}  # fmt: skip
-        start = {
-            "omega": torch.zeros(f, 3, dtype=dt),
-            "body": body0,
-            "trans": state.trans.clone(),
-            "betas": state.betas.clone(),
-            "rho": torch.zeros(state.r_off.shape[0], 3, dtype=dt),
-            "t": state.t_off.clone(),
-            "q": torch.zeros(24, 3, dtype=dt),
-        }
+        scales, start = _scaled_start(state, self.num_frames)
         free = ["omega", "body", "trans", "q"]
         if betas and not self.betas_fixed:
             free.append("betas")
@@ -277,9 +329,7 @@ class SessionFit:
             r_off = roma.rotvec_to_rotmat(v["rho"]) @ r_off0
             return FitState(rotmats, v["trans"], v["betas"], r_off, v["t"])
 
-        opt = torch.optim.LBFGS([x[k] for k in free], lr=1.0, max_iter=iterations, history_size=50,
-                                line_search_fn="strong_wolfe", tolerance_grad=1e-9,
-                                tolerance_change=1e-12)  # fmt: skip
+        opt = _lbfgs([x[k] for k in free], iterations)
 
         def closure() -> torch.Tensor:
             opt.zero_grad()
@@ -292,8 +342,9 @@ class SessionFit:
         opt.step(closure)
         with torch.no_grad():
             out = unpack()
-        return FitState(*(t.detach().clone() for t in
-                          (out.rotmats, out.trans, out.betas, out.r_off, out.t_off)))  # fmt: skip
+        return FitState(
+            *(t.detach().clone() for t in (out.rotmats, out.trans, out.betas, out.r_off, out.t_off))
+        )
 
     def terms(self, state: FitState, *, rotation: bool = True, relative: bool = False) -> dict:
         """The objective's terms (scalars): position, rotation (or ``relative``: the rotation of

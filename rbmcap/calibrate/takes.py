@@ -22,8 +22,9 @@ SLIP_MM = 10.0
 """A step of the mean residual vector by this much (mm) can mark a slip."""
 
 
-def check_takes(calib, captures, synth, *, prior=None, max_frames: int = 200,
-                weights: FitWeights | None = None) -> dict[str, dict]:  # fmt: skip
+def check_takes(
+    calib, captures, synth, *, prior=None, max_frames: int = 200, weights: FitWeights | None = None
+) -> dict[str, dict]:
     """Per capture, per plate: mean residual (mm, degrees) over the take and flags.
 
     Args:
@@ -32,6 +33,7 @@ def check_takes(calib, captures, synth, *, prior=None, max_frames: int = 200,
         synth: the :class:`rbmcap.markers.Synthesizer` the calibration was fitted with.
         prior: the pose prior (None: the shipped one).
         max_frames: frames per take at most (evenly spread).
+        weights: the objective's :class:`FitWeights` (None: the defaults).
 
     Returns:
         {capture name: {plate: {residual_mm, residual_deg, flags}}}.
@@ -41,46 +43,87 @@ def check_takes(calib, captures, synth, *, prior=None, max_frames: int = 200,
 
         prior = default_pose_prior()
     names = list(synth.markers.names)
-    r_off = roma.rotvec_to_rotmat(torch.as_tensor(
-        np.stack([calib.plates[n].rotation for n in names]), dtype=torch.float64))  # fmt: skip
-    t_off = torch.as_tensor(np.stack([calib.plates[n].position for n in names]),
-                            dtype=torch.float64)  # fmt: skip
+    offsets = _calibrated_offsets(calib, names)
     out = {}
     for k, cap in enumerate(captures):
-        idx = np.unique(np.linspace(0, cap.num_frames - 1, min(max_frames, cap.num_frames))
-                        .round().astype(int))  # fmt: skip
-        idx = idx[cap.valid[idx].any(axis=1)]
+        idx = _spread_frames(cap, max_frames)
         if idx.size == 0:
             continue
-        fit = SessionFit(synth, cap.pos[idx], cap.rot[idx], cap.valid[idx], prior=prior,
-                         weights=weights or FitWeights(), betas=calib.betas)  # fmt: skip
-        fit.state.r_off, fit.state.t_off = r_off.clone(), t_off.clone()
-        st = fit.fit_poses(200)
-        dp, dr = (x.numpy() for x in fit.residuals(st))
-        with torch.no_grad():
-            p_hat, r_hat = fit.physical(st)
-            vec = (r_hat.transpose(-1, -2) @ (fit.pos - p_hat)[..., None])[..., 0].numpy()
-        plates = {}
-        for i, n in enumerate(names):
-            seen = ~np.isnan(dp[:, i])
-            entry = {"residual_mm": _r(np.nanmean(dp[:, i]) if seen.any() else np.nan),
-                     "residual_deg": _r(np.nanmean(dr[:, i]) if seen.any() else np.nan),
-                     "flags": []}  # fmt: skip
-            slip = _slip(vec[seen, i] * 1000.0, idx[seen])
-            if slip is not None:
-                frame, before, after = slip
-                entry["flags"].append(
-                    f"slip at frame {frame}: the plate's residual changes direction or size "
-                    f"there ({before:.1f} mm before, {after:.1f} mm after; a strap that moved?)"
-                )
-            plates[n] = entry
-        med = np.nanmedian([p["residual_mm"] for p in plates.values()])
-        for p in plates.values():
-            if p["residual_mm"] > max(15.0, 3 * med) and not p["flags"]:
-                p["flags"].append(f"inconsistent over the take: {p['residual_mm']:.1f} mm "
-                                  f"(median {med:.1f} mm)")  # fmt: skip
+        fit = SessionFit(
+            synth,
+            cap.pos[idx],
+            cap.rot[idx],
+            cap.valid[idx],
+            prior=prior,
+            weights=weights or FitWeights(),
+            betas=calib.betas,
+        )
+        plates = _plate_entries(fit, offsets, names, idx)
+        _flag_inconsistent(plates)
         out[cap.source or f"capture {k}"] = plates
     return out
+
+
+def _calibrated_offsets(calib, names: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The calibration's rotation offsets (N, 3, 3) and position offsets (N, 3) m of the plates
+    ``names``, in that order (float64)."""
+    r_off = roma.rotvec_to_rotmat(
+        torch.as_tensor(np.stack([calib.plates[n].rotation for n in names]), dtype=torch.float64)
+    )
+    t_off = torch.as_tensor(
+        np.stack([calib.plates[n].position for n in names]), dtype=torch.float64
+    )
+    return r_off, t_off
+
+
+def _spread_frames(cap, max_frames: int) -> np.ndarray:
+    """(K,) indices of at most ``max_frames`` frames spread evenly over the capture, keeping
+    those where at least one plate is seen."""
+    idx = np.unique(
+        np.linspace(0, cap.num_frames - 1, min(max_frames, cap.num_frames)).round().astype(int)
+    )
+    return idx[cap.valid[idx].any(axis=1)]
+
+
+def _plate_entries(
+    fit: SessionFit, offsets: tuple[torch.Tensor, torch.Tensor], names: list[str], idx: np.ndarray
+) -> dict[str, dict]:
+    """Fit the poses with the calibration's ``offsets`` held; per plate, the mean residual (mm,
+    degrees) over the frames ``idx`` it is seen in and a slip flag where its residual steps."""
+    fit.state.r_off, fit.state.t_off = offsets[0].clone(), offsets[1].clone()
+    st = fit.fit_poses(200)
+    dp, dr = (x.numpy() for x in fit.residuals(st))
+    with torch.no_grad():
+        p_hat, r_hat = fit.physical(st)
+        vec = (r_hat.transpose(-1, -2) @ (fit.pos - p_hat)[..., None])[..., 0].numpy()
+    plates = {}
+    for i, n in enumerate(names):
+        seen = ~np.isnan(dp[:, i])
+        entry = {
+            "residual_mm": _r(np.nanmean(dp[:, i]) if seen.any() else np.nan),
+            "residual_deg": _r(np.nanmean(dr[:, i]) if seen.any() else np.nan),
+            "flags": [],
+        }
+        slip = _slip(vec[seen, i] * 1000.0, idx[seen])
+        if slip is not None:
+            frame, before, after = slip
+            entry["flags"].append(
+                f"slip at frame {frame}: the plate's residual changes direction or size "
+                f"there ({before:.1f} mm before, {after:.1f} mm after; a strap that moved?)"
+            )
+        plates[n] = entry
+    return plates
+
+
+def _flag_inconsistent(plates: dict[str, dict]) -> None:
+    """Flag, in place, each plate not already flagged whose mean residual is above 15 mm and
+    three times the median over the plates."""
+    med = np.nanmedian([p["residual_mm"] for p in plates.values()])
+    for p in plates.values():
+        if p["residual_mm"] > max(15.0, 3 * med) and not p["flags"]:
+            p["flags"].append(
+                f"inconsistent over the take: {p['residual_mm']:.1f} mm (median {med:.1f} mm)"
+            )
 
 
 def _slip(res: np.ndarray, frames: np.ndarray) -> tuple[int, float, float] | None:

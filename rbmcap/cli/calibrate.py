@@ -22,15 +22,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="calibration YAML to write")
     p.add_argument("--markers", default="rbm14", help="marker set name or YAML path")
     p.add_argument("--body", default="standin", help="'standin' or a model file/folder")
-    p.add_argument("--frames", action="append", default=None, metavar="SPEC",
-                   help="frames of one capture (repeat once per capture, in order): auto "
-                   "(chosen for variety), a:b (chosen within [a, b)) or i,j,k")  # fmt: skip
+    p.add_argument(
+        "--frames",
+        action="append",
+        default=None,
+        metavar="SPEC",
+        help="frames of one capture (repeat once per capture, in order): auto "
+        "(chosen for variety), a:b (chosen within [a, b)) or i,j,k",
+    )
     p.add_argument("--betas", default=None, help=".npz with a 'betas' array: the shape is given")
     p.add_argument("--prior", default=None, help="pose prior .npz (default: the shipped one)")
-    p.add_argument("--no-check", action="store_true",
-                   help="skip the residuals over the whole takes")  # fmt: skip
-    p.add_argument("--tpose", action="store_true",
-                   help="quick start: one capture that begins with a still T-pose")  # fmt: skip
+    p.add_argument(
+        "--no-check", action="store_true", help="skip the residuals over the whole takes"
+    )
+    p.add_argument(
+        "--tpose",
+        action="store_true",
+        help="quick start: one capture that begins with a still T-pose",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.set_defaults(func=_run)
 
@@ -39,14 +48,23 @@ def _run(args: argparse.Namespace) -> int:
     from rbmcap.calibrate.run import calibrate_file
 
     calib, info = calibrate_file(
-        args.captures, args.out, markers=args.markers, frames=args.frames, betas=args.betas,
-        body=args.body, prior=args.prior, check=not args.no_check, tpose=args.tpose,
-    )  # fmt: skip
+        args.captures,
+        args.out,
+        markers=args.markers,
+        frames=args.frames,
+        betas=args.betas,
+        body=args.body,
+        prior=args.prior,
+        check=not args.no_check,
+        tpose=args.tpose,
+    )
     if args.json:
         print(json.dumps(info))
         return 0
-    print(f"betas {'given' if info['betas_given'] else 'estimated'}: "
-          + " ".join(f"{b:.2f}" for b in info["betas"]))  # fmt: skip
+    print(
+        f"betas {'given' if info['betas_given'] else 'estimated'}: "
+        + " ".join(f"{b:.2f}" for b in info["betas"])
+    )
     if calib.report is not None:
         print(calib.report)
     else:

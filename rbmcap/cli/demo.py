@@ -178,14 +178,22 @@ def _pretrained_stage(out: Path, seed: int, budget: DemoBudget, name: str) -> di
 
     t = _step(f"4. pretrained network {name} (training skipped; `rbmcap pretrained list`)")
     card = model_card(name)  # one ModelError listing the shipped names when unknown
-    cfg = _demo_config(out, seed, (*budget.train_overrides,
-                                   f"data.generate.seed={PRETRAINED_DATA_SEED}"))  # fmt: skip
+    cfg = _demo_config(
+        out, seed, (*budget.train_overrides, f"data.generate.seed={PRETRAINED_DATA_SEED}")
+    )
     build_datamodule(cfg).prepare_data()
     check = card.get("check", {}).get("mpjpe_mm", {}).get("mean")
-    print(f"   trained by: {card.get('command')}; check-set MPJPE {check} mm "
-          f"({time.perf_counter() - t:.0f} s)")  # fmt: skip
-    return {"pretrained": name, "best_checkpoint": name, "last_checkpoint": name,
-            "data_path": str(cfg.data.path), "card": card}  # fmt: skip
+    print(
+        f"   trained by: {card.get('command')}; check-set MPJPE {check} mm "
+        f"({time.perf_counter() - t:.0f} s)"
+    )
+    return {
+        "pretrained": name,
+        "best_checkpoint": name,
+        "last_checkpoint": name,
+        "data_path": str(cfg.data.path),
+        "card": card,
+    }
 
 
 def _eval_stage(out: Path, result: dict, budget: DemoBudget) -> dict:
@@ -213,14 +221,18 @@ def _eval_stage(out: Path, result: dict, budget: DemoBudget) -> dict:
 
 
 def _table(metrics: dict) -> str:
-    rows = [f"   {'method':44s} {'MPJPE mm':>9s} {'PA-MPJPE':>9s} {'joint deg':>9s} "
-            f"{'ms/frame':>9s} {'x network':>9s}"]  # fmt: skip
+    rows = [
+        f"   {'method':44s} {'MPJPE mm':>9s} {'PA-MPJPE':>9s} {'joint deg':>9s} "
+        f"{'ms/frame':>9s} {'x network':>9s}"
+    ]
     for m in metrics["methods"].values():
         a = m["metrics"]
         label = m["label"] + (f", {m['iterations']} it." if m["iterations"] is not None else "")
-        rows.append(f"   {label:44s} {a['mpjpe_mm']:9.1f} {a['pa_mpjpe_mm']:9.1f} "
-                    f"{a['joint_rotation_deg']:9.1f} {a['ms_per_frame']:9.2f} "
-                    f"{m['time_ratio_to_network']:9.1f}")  # fmt: skip
+        rows.append(
+            f"   {label:44s} {a['mpjpe_mm']:9.1f} {a['pa_mpjpe_mm']:9.1f} "
+            f"{a['joint_rotation_deg']:9.1f} {a['ms_per_frame']:9.2f} "
+            f"{m['time_ratio_to_network']:9.1f}"
+        )
     return "\n".join(rows)
 
 
@@ -244,7 +256,12 @@ def _demo_config(out: Path, seed: int, extra: tuple[str, ...]):
     from rbmcap.configfiles import conf_dir
 
     logging.basicConfig(level=logging.INFO, format="   %(message)s")
-    overrides = ["experiment=demo", f"seed={seed}", f"paths.root_dir={out}",
-                 "trainer.enable_progress_bar=false", *extra]  # fmt: skip
+    overrides = [
+        "experiment=demo",
+        f"seed={seed}",
+        f"paths.root_dir={out}",
+        "trainer.enable_progress_bar=false",
+        *extra,
+    ]
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         return compose("train", overrides=overrides)

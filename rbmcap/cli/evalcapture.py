@@ -19,15 +19,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("motion", help="motion .npz (what `rbmcap infer` writes)")
     p.add_argument("capture", help="capture .npz (`rbmcap import`), with the reference points")
-    p.add_argument("--reference", default="plug-in-gait",
-                   help="reference name or YAML (default: plug-in-gait)")  # fmt: skip
-    p.add_argument("--body", default=None,
-                   help="body model (default: the stand-in of the motion's gender)")  # fmt: skip
+    p.add_argument(
+        "--reference", default="plug-in-gait", help="reference name or YAML (default: plug-in-gait)"
+    )
+    p.add_argument(
+        "--body", default=None, help="body model (default: the stand-in of the motion's gender)"
+    )
     p.add_argument("--no-floor", action="store_true", help="skip the floor fit")
-    p.add_argument("--floor-iterations", type=int, default=None,
-                   help="L-BFGS iterations of the floor fit (default 1000)")  # fmt: skip
-    p.add_argument("--prior", default=None, help="floor fit's pose prior .npz (default: the "
-                   "shipped one)")  # fmt: skip
+    p.add_argument(
+        "--floor-iterations",
+        type=int,
+        default=None,
+        help="L-BFGS iterations of the floor fit (default 1000)",
+    )
+    p.add_argument(
+        "--prior", default=None, help="floor fit's pose prior .npz (default: the shipped one)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_eval_capture)
 
@@ -47,9 +54,15 @@ def _eval_capture(args: argparse.Namespace) -> int:
         from rbmcap.body import load_body_model
 
         body = load_body_model(args.body, gender=motion.gender)
-    report = evaluate_against_reference(motion, capture, args.reference, body=body,
-                                        floor=not args.no_floor, prior=args.prior,
-                                        floor_iterations=args.floor_iterations)  # fmt: skip
+    report = evaluate_against_reference(
+        motion,
+        capture,
+        args.reference,
+        body=body,
+        floor=not args.no_floor,
+        prior=args.prior,
+        floor_iterations=args.floor_iterations,
+    )
     if args.json:
         print(json.dumps(report.to_dict()))
     else:
@@ -66,12 +79,16 @@ def _table(report) -> str:
     head = f"{'joint':<16}{'point':<8}{'frames':>7}{'motion mm':>11}{'floor mm':>10}"
     lines = [f"{report.reference}: {report.frames} frames", head]
     for joint, row in report.joints.items():
-        lines.append(f"{joint:<16}{row['point']:<8}{row['frames']:>7}"
-                     f"{_mm(row['motion_mm']):>11}{_mm(row['floor_mm']):>10}")  # fmt: skip
+        lines.append(
+            f"{joint:<16}{row['point']:<8}{row['frames']:>7}"
+            f"{_mm(row['motion_mm']):>11}{_mm(row['floor_mm']):>10}"
+        )
     lines.append(f"{'mean':<31}{_mm(report.mean_mm):>11}{_mm(report.floor_mean_mm):>10}")
     lines.append(f"{'segment':<16}{'ref m':>8}{'motion m':>10}{'ratio':>8}{'floor m':>9}")
     for seg, row in report.segments.items():
         floor = "-" if row["floor_m"] is None else f"{row['floor_m']:.3f}"
-        lines.append(f"{seg:<16}{row['reference_m']:>8.3f}{row['motion_m']:>10.3f}"
-                     f"{row['ratio']:>8.3f}{floor:>9}")  # fmt: skip
+        lines.append(
+            f"{seg:<16}{row['reference_m']:>8.3f}{row['motion_m']:>10.3f}"
+            f"{row['ratio']:>8.3f}{floor:>9}"
+        )
     return "\n".join(lines)

@@ -20,8 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("file", help="the export (CSV or C3D)")
     p.add_argument("--format", default=None, choices=("auto", *FORMATS))
-    p.add_argument("--rotation", default=None, choices=ROTATIONS,
-                   help="Vicon RX/RY/RZ convention (default helical)")  # fmt: skip
+    p.add_argument(
+        "--rotation",
+        default=None,
+        choices=ROTATIONS,
+        help="Vicon RX/RY/RZ convention (default helical)",
+    )
     p.add_argument("--angle-unit", default=None, choices=("deg", "rad"))
     p.add_argument(
         "--fps", type=float, default=None, help="frame rate to use instead of the file's"
@@ -29,8 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plates", default=None, help="plates YAML: solve plates from marker points")
     p.add_argument("--map", default=None, help="name mapping YAML (capture name: plate name)")
     p.add_argument("--markers", default=None, help="marker set to map the plates into")
-    p.add_argument("--allow-missing", action="store_true",
-                   help="marker-set plates absent from the capture become invalid")  # fmt: skip
+    p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="marker-set plates absent from the capture become invalid",
+    )
     p.add_argument("--out", required=True, help="capture file to write (.npz)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.set_defaults(func=_run)
@@ -41,13 +48,21 @@ def _run(args: argparse.Namespace) -> int:
 
     from rbmcap.io.importer import ImportOptions, import_file
 
-    given = {"format": args.format, "rotation": args.rotation, "angle_unit": args.angle_unit,
-             "fps": args.fps,
-             "plates": args.plates, "mapping": args.map, "markers": args.markers}  # fmt: skip
+    given = {
+        "format": args.format,
+        "rotation": args.rotation,
+        "angle_unit": args.angle_unit,
+        "fps": args.fps,
+        "plates": args.plates,
+        "mapping": args.map,
+        "markers": args.markers,
+    }
     options = replace(
-        ImportOptions(), **{k: v for k, v in given.items() if v is not None},
-        allow_missing=args.allow_missing, progress=sys.stderr.isatty(),
-    )  # fmt: skip
+        ImportOptions(),
+        **{k: v for k, v in given.items() if v is not None},
+        allow_missing=args.allow_missing,
+        progress=sys.stderr.isatty(),
+    )
     _, info = import_file(args.file, args.out, options)
     if args.json:
         print(json.dumps(info))

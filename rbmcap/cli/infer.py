@@ -12,76 +12,144 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("infer", help="infer an SMPL motion from a capture file and export it",
-                       description="Run a trained checkpoint, the optimisation solver, or both "
-                       "(hybrid) on a capture (.npz from `rbmcap import`) and write the motion "
-                       "and its exports.")  # fmt: skip
+    p = sub.add_parser(
+        "infer",
+        help="infer an SMPL motion from a capture file and export it",
+        description="Run a trained checkpoint, the optimisation solver, or both "
+        "(hybrid) on a capture (.npz from `rbmcap import`) and write the motion "
+        "and its exports.",
+    )
     p.add_argument("capture", help="capture .npz written by `rbmcap import`")
-    p.add_argument("--method", default="network", choices=("network", "solver", "hybrid"),
-                   help="network (default), solver (optimisation), or hybrid (the solver "
-                   "started from the network's answer)")  # fmt: skip
-    p.add_argument("--ckpt", default=None, help="checkpoint (.ckpt) or pretrained model name "
-                   "(required for network and hybrid)")  # fmt: skip
+    p.add_argument(
+        "--method",
+        default="network",
+        choices=("network", "solver", "hybrid"),
+        help="network (default), solver (optimisation), or hybrid (the solver "
+        "started from the network's answer)",
+    )
+    p.add_argument(
+        "--ckpt",
+        default=None,
+        help="checkpoint (.ckpt) or pretrained model name (required for network and hybrid)",
+    )
     p.add_argument("--calib", default=None, help="calibration YAML from `rbmcap calibrate`")
     p.add_argument("--out", required=True, help="motion .npz (AMASS style)")
-    p.add_argument("--prior", default=None, help="solver's pose prior .npz (default: the shipped "
-                   "one)")  # fmt: skip
-    p.add_argument("--solver-config", default=None, help="solver configuration name or YAML "
-                   "(default: default for solver, hybrid for hybrid)")  # fmt: skip
-    p.add_argument("--iterations", type=int, default=None, help="solver iterations (default: "
-                   "the solver configuration's: 1000 for solver, 30 for hybrid)")  # fmt: skip
-    p.add_argument("--markers", default=None, help="solver's marker set (default: the "
-                   "checkpoint's, else rbm14)")  # fmt: skip
+    p.add_argument(
+        "--prior", default=None, help="solver's pose prior .npz (default: the shipped one)"
+    )
+    p.add_argument(
+        "--solver-config",
+        default=None,
+        help="solver configuration name or YAML (default: default for solver, hybrid for hybrid)",
+    )
+    p.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        help="solver iterations (default: "
+        "the solver configuration's: 1000 for solver, 30 for hybrid)",
+    )
+    p.add_argument(
+        "--markers",
+        default=None,
+        help="solver's marker set (default: the checkpoint's, else rbm14)",
+    )
     p.add_argument("--bvh", default=None, help="also write a BVH (SMPL skeleton, Y up, cm)")
     p.add_argument("--glb", default=None, help="also write an animated skinned .glb")
     p.add_argument("--ply-every", type=int, default=None, help="write a .ply every N frames")
-    p.add_argument("--ply-dir", default=None, help="folder of the .ply files "
-                   "(default: next to --out, named <out stem>_ply)")  # fmt: skip
-    p.add_argument("--model", default=None, help="body model (default: the checkpoint's, else "
-                   "the stand-in)")  # fmt: skip
+    p.add_argument(
+        "--ply-dir",
+        default=None,
+        help="folder of the .ply files (default: next to --out, named <out stem>_ply)",
+    )
+    p.add_argument(
+        "--model", default=None, help="body model (default: the checkpoint's, else the stand-in)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
     p.set_defaults(func=_infer)
 
 
 def _infer(args: argparse.Namespace) -> int:
     from rbmcap.inference import Predictor
-    from rbmcap.inference.capture import checkpoint_body, model_fps
+    from rbmcap.inference.capture import checkpoint_body
     from rbmcap.inference.solve_capture import infer_capture
     from rbmcap.io.capture import Capture
-    from rbmcap.io.export import export_motion
 
     capture = Capture.load(args.capture)
     predictor = None if args.ckpt is None else Predictor.from_checkpoint(args.ckpt)
-    calib = None
-    if args.calib is not None:
-        from rbmcap.calibrate import Calibration
-
-        calib = Calibration.load(args.calib)
+    calib = _load_calibration(args.calib)
     body_id = predictor.body_id if predictor is not None else "standin"
     body = checkpoint_body(body_id, args.model)
-    answer = infer_capture(capture, calib, method=args.method, predictor=predictor, body=body,
-                           markers=args.markers, prior=args.prior,
-                           solver_config=args.solver_config, iterations=args.iterations,
-                           progress=sys.stderr.isatty())  # fmt: skip
+    answer = infer_capture(
+        capture,
+        calib,
+        method=args.method,
+        predictor=predictor,
+        body=body,
+        markers=args.markers,
+        prior=args.prior,
+        solver_config=args.solver_config,
+        iterations=args.iterations,
+        progress=sys.stderr.isatty(),
+    )
     motion = answer.motion
-    ply_dir = args.ply_dir
-    if args.ply_every is not None and ply_dir is None:
-        ply_dir = Path(args.out).with_name(f"{Path(args.out).stem}_ply")
-    written = export_motion(motion, body, npz=args.out, bvh=args.bvh, glb=args.glb,
-                            ply_dir=ply_dir, ply_every=args.ply_every)  # fmt: skip
-    summary = {
-        "capture": args.capture, "method": answer.method, "frames": motion.num_frames,
-        "fps": motion.fps, "seconds_per_frame": answer.seconds_per_frame,
-        "iterations": answer.iterations, "solver_config": answer.solver_config,
-        "model_fps": None if predictor is None else model_fps(predictor),
-        "marker_set": motion.source.get("marker_set"), "calibrated": calib is not None,
-        "betas": [round(float(b), 4) for b in motion.betas],
-        "outputs": {k: (len(v) if k == "ply" else str(v)) for k, v in written.items()},
-    }  # fmt: skip
+    written = _export(args, motion, body)
+    summary = _summary(args, answer, predictor, calib, written)
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"{motion.num_frames} frames at {motion.fps:g} Hz by {answer.method} "
-              f"({1e3 * answer.seconds_per_frame:.1f} ms/frame) -> "
-              + ", ".join(f"{k}: {v}" for k, v in summary["outputs"].items()))  # fmt: skip
+        print(
+            f"{motion.num_frames} frames at {motion.fps:g} Hz by {answer.method} "
+            f"({1e3 * answer.seconds_per_frame:.1f} ms/frame) -> "
+            + ", ".join(f"{k}: {v}" for k, v in summary["outputs"].items())
+        )
     return 0
+
+
+def _load_calibration(path: str | None):
+    """The :class:`rbmcap.calibrate.Calibration` at ``path``, or None without one."""
+    if path is None:
+        return None
+    from rbmcap.calibrate import Calibration
+
+    return Calibration.load(path)
+
+
+def _export(args: argparse.Namespace, motion, body) -> dict:
+    """Write the motion to ``--out`` and the exports asked for; returns what was written."""
+    from rbmcap.io.export import export_motion
+
+    ply_dir = args.ply_dir
+    if args.ply_every is not None and ply_dir is None:
+        ply_dir = Path(args.out).with_name(f"{Path(args.out).stem}_ply")
+    return export_motion(
+        motion,
+        body,
+        npz=args.out,
+        bvh=args.bvh,
+        glb=args.glb,
+        ply_dir=ply_dir,
+        ply_every=args.ply_every,
+    )
+
+
+def _summary(args: argparse.Namespace, answer, predictor, calib, written: dict) -> dict:
+    """The run's summary: the capture, the method, the motion's frames and rate, the timing,
+    the solver's settings, the model's rate, the marker set, the shape and the outputs."""
+    from rbmcap.inference.capture import model_fps
+
+    motion = answer.motion
+    return {
+        "capture": args.capture,
+        "method": answer.method,
+        "frames": motion.num_frames,
+        "fps": motion.fps,
+        "seconds_per_frame": answer.seconds_per_frame,
+        "iterations": answer.iterations,
+        "solver_config": answer.solver_config,
+        "model_fps": None if predictor is None else model_fps(predictor),
+        "marker_set": motion.source.get("marker_set"),
+        "calibrated": calib is not None,
+        "betas": [round(float(b), 4) for b in motion.betas],
+        "outputs": {k: (len(v) if k == "ply" else str(v)) for k, v in written.items()},
+    }

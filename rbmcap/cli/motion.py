@@ -149,10 +149,17 @@ def _from_bvh_folder(args: argparse.Namespace) -> int:
         print(f"[{i + 1}/{n}] {path}", file=sys.stderr)
 
     lists = build_motion_folder(
-        args.file, args.out, args.joint_map, splits=splits, dataset=args.dataset,
-        fps=args.fps, floor=args.floor, body=_body(args.model), progress=progress,
+        args.file,
+        args.out,
+        args.joint_map,
+        splits=splits,
+        dataset=args.dataset,
+        fps=args.fps,
+        floor=args.floor,
+        body=_body(args.model),
+        progress=progress,
         subject_pattern=args.subject_pattern,
-    )  # fmt: skip
+    )
     counts = ", ".join(f"{len(v)} {k}" for k, v in lists.items())
     print(f"{args.out}: wrote {sum(map(len, lists.values()))} motions ({counts}) and splits/")
     return 0

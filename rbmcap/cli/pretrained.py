@@ -7,9 +7,12 @@ import json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("pretrained", help="list, check or pack the shipped pretrained models",
-                       description="Pretrained models ship inside the package and are used by "
-                       "name: `rbmcap eval --ckpt standin-rbm14 ...`.")  # fmt: skip
+    p = sub.add_parser(
+        "pretrained",
+        help="list, check or pack the shipped pretrained models",
+        description="Pretrained models ship inside the package and are used by "
+        "name: `rbmcap eval --ckpt standin-rbm14 ...`.",
+    )
     verbs = p.add_subparsers(dest="verb", required=True)
     ls = verbs.add_parser("list", help="names, what they were trained on, recorded accuracy")
     ls.add_argument("--json", action="store_true", help="print the cards as JSON")
@@ -21,14 +24,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     pk = verbs.add_parser("pack", help="strip a training checkpoint and ship it under a name")
     pk.add_argument("ckpt", help="checkpoint written by rbmcap-train")
     pk.add_argument("--name", required=True, help="name to ship it under")
-    pk.add_argument("--command", default=None,
-                    help="the command that trained it (default: the one the checkpoint "
-                    "records)")  # fmt: skip
-    pk.add_argument("--trained-on", default=None,
-                    help="what it was trained on (default: the data recipe the checkpoint "
-                    "records)")  # fmt: skip
-    pk.add_argument("--licence", default=None,
-                    help="the terms the model inherits from its training data (card)")  # fmt: skip
+    pk.add_argument(
+        "--command",
+        default=None,
+        help="the command that trained it (default: the one the checkpoint records)",
+    )
+    pk.add_argument(
+        "--trained-on",
+        default=None,
+        help="what it was trained on (default: the data recipe the checkpoint records)",
+    )
+    pk.add_argument(
+        "--licence", default=None, help="the terms the model inherits from its training data (card)"
+    )
     pk.add_argument("--out-dir", default=None, help="folder (default: the package's)")
     pk.set_defaults(func=_pack)
 
@@ -43,8 +51,10 @@ def _list(args: argparse.Namespace) -> int:
     for name, card in cards.items():
         mpjpe = card.get("check", {}).get("mpjpe_mm", {}).get("mean")
         licence = f"; licence: {card['licence']}" if card.get("licence") else ""
-        print(f"{name}: {card.get('trained_on', '')}; check-set MPJPE {mpjpe} mm, "
-              f"{card.get('size_mb')} MB{licence}")  # fmt: skip
+        print(
+            f"{name}: {card.get('trained_on', '')}; check-set MPJPE {mpjpe} mm, "
+            f"{card.get('size_mb')} MB{licence}"
+        )
     return 0
 
 

@@ -16,19 +16,33 @@ def register(sub: argparse._SubParsersAction) -> None:
         "plates, a timeline and the per-frame error against the truth.",
     )
     p.add_argument("inputs", nargs="+", help="motion / capture .npz files, eval output folders")
-    p.add_argument("--sequence", metavar="NAME_OR_GLOB",
-                   help="the eval sequence to show (default: the network's worst)")  # fmt: skip
+    p.add_argument(
+        "--sequence",
+        metavar="NAME_OR_GLOB",
+        help="the eval sequence to show (default: the network's worst)",
+    )
     p.add_argument("--truth", metavar="MOTION", help="a motion to compare the others against")
     p.add_argument("--model", help="body model path (default: the body each input names)")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address (default 127.0.0.1; 0.0.0.0 serves other machines)")  # fmt: skip
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address (default 127.0.0.1; 0.0.0.0 serves other machines)",
+    )
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free one)")
-    p.add_argument("--spread", type=float, default=0.0, metavar="METRES",
-                   help="bodies side by side, METRES apart (default 0: overlaid)")  # fmt: skip
+    p.add_argument(
+        "--spread",
+        type=float,
+        default=0.0,
+        metavar="METRES",
+        help="bodies side by side, METRES apart (default 0: overlaid)",
+    )
     p.add_argument("--no-browser", action="store_true", help="print the URL, open no browser")
-    p.add_argument("--save", metavar="SCENE.viser",
-                   help="also write the timeline as a recording (SCENE.viser + SCENE.html, "
-                   "which opens in a browser without Python)")  # fmt: skip
+    p.add_argument(
+        "--save",
+        metavar="SCENE.viser",
+        help="also write the timeline as a recording (SCENE.viser + SCENE.html, "
+        "which opens in a browser without Python)",
+    )
     p.add_argument("--no-serve", action="store_true", help="with --save: write it and exit")
     p.set_defaults(func=_view)
 

@@ -54,10 +54,17 @@ class FloorFit:
 
 
 def fit_joint_centres(
-    body, points, valid, joints: list[int], *, prior=None, iterations: int = ITERATIONS,
-    sigma_mm: float = SIGMA_MM, prior_weight: float = PRIOR_WEIGHT,
+    body,
+    points,
+    valid,
+    joints: list[int],
+    *,
+    prior=None,
+    iterations: int = ITERATIONS,
+    sigma_mm: float = SIGMA_MM,
+    prior_weight: float = PRIOR_WEIGHT,
     betas_weight: float = BETAS_WEIGHT,
-) -> FloorFit:  # fmt: skip
+) -> FloorFit:
     """Fit SMPL (shared betas, per-frame pose and translation) to reference joint centres
     (module docstring).
 
@@ -87,9 +94,15 @@ def fit_joint_centres(
         loss.backward()
         return loss
 
-    opt = torch.optim.LBFGS(x.params, lr=1.0, max_iter=iterations, history_size=50,
-                            tolerance_grad=1e-9, tolerance_change=1e-12,
-                            line_search_fn="strong_wolfe")  # fmt: skip
+    opt = torch.optim.LBFGS(
+        x.params,
+        lr=1.0,
+        max_iter=iterations,
+        history_size=50,
+        tolerance_grad=1e-9,
+        tolerance_change=1e-12,
+        line_search_fn="strong_wolfe",
+    )
     opt.step(closure)
     with torch.no_grad():
         pred, rot = x.posed(body, joints)
@@ -131,8 +144,10 @@ def _checked_points(points, valid, joints) -> tuple[torch.Tensor, torch.Tensor]:
     ref = torch.as_tensor(np.asarray(points), dtype=torch.float32)
     seen = torch.as_tensor(np.asarray(valid), dtype=torch.bool)
     if ref.ndim != 3 or ref.shape[1:] != (len(joints), 3) or seen.shape != ref.shape[:2]:
-        raise DataError(f"reference points {tuple(ref.shape)} and valid {tuple(seen.shape)} do "
-                        f"not fit {len(joints)} joints")  # fmt: skip
+        raise DataError(
+            f"reference points {tuple(ref.shape)} and valid {tuple(seen.shape)} do "
+            f"not fit {len(joints)} joints"
+        )
     seen = seen & torch.isfinite(ref).all(-1)
     if not seen.any():
         raise DataError("no reference point is valid in any frame")

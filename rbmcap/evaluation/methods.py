@@ -177,8 +177,12 @@ class HybridMethod(Method):
     def prepare(self, split, done) -> None:
         self.budget = self.plan.iterations(done)
         if self.budget is not None:
-            log.info("%s budget: %d iterations (%.2g of the baseline's time)",
-                     self.key, self.budget, self.plan.fraction)  # fmt: skip
+            log.info(
+                "%s budget: %d iterations (%.2g of the baseline's time)",
+                self.key,
+                self.budget,
+                self.plan.fraction,
+            )
 
     def run(self, seq: Sequence) -> tuple[SMPLParams, float]:
         iterations = self.budget or self.solve.iterations

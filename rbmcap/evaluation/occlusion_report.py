@@ -37,11 +37,14 @@ def occlusions_json(occlusions: list[dict], seen: dict[str, MethodResult]) -> li
             if key not in seen:
                 continue
             all_seen = seen[key].averages()["mpjpe_mm"]
-            entry["all_seen"] = {"mpjpe_mm": all_seen,
-                                 "near_mpjpe_mm": seen[key].joint_error_mm(near)}  # fmt: skip
+            entry["all_seen"] = {
+                "mpjpe_mm": all_seen,
+                "near_mpjpe_mm": seen[key].joint_error_mm(near),
+            }
             entry["mpjpe_ratio_to_all_seen"] = entry["metrics"]["mpjpe_mm"] / all_seen
-        out.append({"occluded": list(cond["occluded"]), "near_joints": list(near),
-                    "methods": entries})  # fmt: skip
+        out.append(
+            {"occluded": list(cond["occluded"]), "near_joints": list(near), "methods": entries}
+        )
     return out
 
 
@@ -53,9 +56,14 @@ def occlusion_claims(occlusions: list[dict]) -> list[dict]:
         ratio = cond["methods"].get("network", {}).get("mpjpe_ratio_to_all_seen")
         if ratio is None:
             continue
-        out.append({"claim": f"network MPJPE with {', '.join(cond['occluded'])} hidden ≤ "
-                             f"{OCCLUSION_CLAIM_RATIO:g} × with every plate seen",
-                    "value": ratio, "holds": ratio <= OCCLUSION_CLAIM_RATIO})  # fmt: skip
+        out.append(
+            {
+                "claim": f"network MPJPE with {', '.join(cond['occluded'])} hidden ≤ "
+                f"{OCCLUSION_CLAIM_RATIO:g} × with every plate seen",
+                "value": ratio,
+                "holds": ratio <= OCCLUSION_CLAIM_RATIO,
+            }
+        )
     return out
 
 
@@ -88,8 +96,16 @@ def occlusion_markdown(metrics: dict, fmt) -> list[str]:
                 before = m.get("all_seen", {}).get("near_mpjpe_mm")
                 near = f"{fmt(m['near_mpjpe_mm'])} ({fmt(before)})"
             ratio = fmt(m["mpjpe_ratio_to_all_seen"]) if "mpjpe_ratio_to_all_seen" in m else "1"
-            cells = [hidden, label, fmt(a["mpjpe_mm"]), ratio, near, fmt(a["pa_mpjpe_mm"]),
-                     fmt(a["joint_rotation_deg"]), fmt(a["ms_per_frame"])]  # fmt: skip
+            cells = [
+                hidden,
+                label,
+                fmt(a["mpjpe_mm"]),
+                ratio,
+                near,
+                fmt(a["pa_mpjpe_mm"]),
+                fmt(a["joint_rotation_deg"]),
+                fmt(a["ms_per_frame"]),
+            ]
             lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines += [

@@ -71,16 +71,20 @@ class ReferenceMap:
         where = str(path)
         unknown = sorted(set(data) - {"name", *SECTIONS})
         if unknown or "evaluated" not in data:
-            raise ConfigError(f"{where}: expected keys name, {', '.join(SECTIONS)} "
-                              f"(evaluated required), got {sorted(data)}")  # fmt: skip
+            raise ConfigError(
+                f"{where}: expected keys name, {', '.join(SECTIONS)} "
+                f"(evaluated required), got {sorted(data)}"
+            )
         evaluated = _joint_points(data["evaluated"], where, "evaluated")
         fitted = _joint_points(data.get("fitted") or {}, where, "fitted")
         segments = {}
         for seg, ends in (data.get("segments") or {}).items():
             ok = isinstance(ends, list) and len(ends) == 2
             if not ok or any(e not in evaluated and e not in fitted for e in ends):
-                raise ConfigError(f"{where}: segments.{seg} must be [proximal, distal], two "
-                                  f"mapped joints, got {ends!r}")  # fmt: skip
+                raise ConfigError(
+                    f"{where}: segments.{seg} must be [proximal, distal], two "
+                    f"mapped joints, got {ends!r}"
+                )
             segments[str(seg)] = (str(ends[0]), str(ends[1]))
         return cls(str(data.get("name", Path(path).stem)), evaluated, fitted, segments)
 
@@ -108,8 +112,9 @@ def reference_points(capture, joints: dict[str, str], reference: str = "referenc
     missing = [p for p in joints.values() if p not in names]
     if missing:
         has = "no labelled points" if not names else f"{len(names)} other points"
-        raise DataError(f"{label}: no reference point {', '.join(missing)} ({reference}); the "
-                        f"capture has {has}")  # fmt: skip
+        raise DataError(
+            f"{label}: no reference point {', '.join(missing)} ({reference}); the capture has {has}"
+        )
     idx = [names.index(p) for p in joints.values()]
     return capture.points[:, idx].astype(np.float64), capture.point_valid[:, idx].copy()
 
@@ -204,9 +209,15 @@ def _json_ready(x):
 
 
 def evaluate_against_reference(
-    motion, capture, reference: ReferenceMap | str = "plug-in-gait", *, body=None,
-    floor: bool = True, prior=None, floor_iterations: int | None = None,
-) -> ReferenceReport:  # fmt: skip
+    motion,
+    capture,
+    reference: ReferenceMap | str = "plug-in-gait",
+    *,
+    body=None,
+    floor: bool = True,
+    prior=None,
+    floor_iterations: int | None = None,
+) -> ReferenceReport:
     """Distances of ``motion``'s joints to the capture's reference joint centres, the floor, and
     segment lengths (module docstring).
 
@@ -224,10 +235,7 @@ def evaluate_against_reference(
         DataError: frame counts differ; a reference point is missing from the capture.
     """
     ref = reference if isinstance(reference, ReferenceMap) else ReferenceMap.load(reference)
-    label = capture.source or "capture"
-    if motion.num_frames != capture.num_frames:
-        raise DataError(f"{label}: {capture.num_frames} frames, the motion {motion.name or ''} "
-                        f"has {motion.num_frames}: not the same take")  # fmt: skip
+    _check_same_take(motion, capture)
     if body is None:
         from rbmcap.body import load_body_model
 
@@ -240,19 +248,53 @@ def evaluate_against_reference(
     pred = motion_joints(body, motion)[:, smpl]
     motion_mm = joint_distances_mm(pred[:, ev], points[:, ev], valid[:, ev])
     report = ReferenceReport(ref.name, capture.num_frames, mean_mm=_nanmean(motion_mm))
-    for k, (joint, point) in enumerate(ref.evaluated.items()):
-        report.joints[joint] = {"point": point, "frames": int(valid[:, ev[k]].sum()),
-                                "motion_mm": float(motion_mm[k]), "floor_mm": None}  # fmt: skip
+    _add_joints(report, ref, motion_mm, valid[:, ev])
     index = {j: i for i, j in enumerate(order)}
     ref_len = segment_lengths(points, valid, index, ref.segments)
-    body_len = rest_segment_lengths(body, motion.betas, ref.segments)
-    for seg in ref.segments:
-        report.segments[seg] = {"reference_m": ref_len[seg], "motion_m": body_len[seg],
-                                "ratio": body_len[seg] / ref_len[seg], "floor_m": None}  # fmt: skip
+    _add_segments(report, ref_len, rest_segment_lengths(body, motion.betas, ref.segments))
     if floor:
-        _add_floor(report, ref, body, points, valid, smpl, ev, prior,
-                   floor_iterations)  # fmt: skip
+        _add_floor(report, ref, body, points, valid, smpl, ev, prior, floor_iterations)
     return report
+
+
+def _check_same_take(motion, capture) -> None:
+    """Raise :class:`DataError` when the motion and the capture differ in frame count."""
+    if motion.num_frames != capture.num_frames:
+        label = capture.source or "capture"
+        raise DataError(
+            f"{label}: {capture.num_frames} frames, the motion {motion.name or ''} "
+            f"has {motion.num_frames}: not the same take"
+        )
+
+
+def _add_joints(
+    report: ReferenceReport, ref: ReferenceMap, motion_mm: np.ndarray, valid: np.ndarray
+) -> None:
+    """Each evaluated joint's point, valid frames and motion distance into ``report``.
+
+    Args:
+        motion_mm: (J,) mm per evaluated joint; valid: (T, J) bool, in ``ref.evaluated``'s order.
+    """
+    for k, (joint, point) in enumerate(ref.evaluated.items()):
+        report.joints[joint] = {
+            "point": point,
+            "frames": int(valid[:, k].sum()),
+            "motion_mm": float(motion_mm[k]),
+            "floor_mm": None,
+        }
+
+
+def _add_segments(
+    report: ReferenceReport, ref_len: dict[str, float], body_len: dict[str, float]
+) -> None:
+    """Each segment's reference and motion lengths (m) and their ratio into ``report``."""
+    for seg in ref_len:
+        report.segments[seg] = {
+            "reference_m": ref_len[seg],
+            "motion_m": body_len[seg],
+            "ratio": body_len[seg] / ref_len[seg],
+            "floor_m": None,
+        }
 
 
 def _add_floor(report, ref, body, points, valid, smpl, ev, prior, iterations) -> None:
@@ -269,8 +311,11 @@ def _add_floor(report, ref, body, points, valid, smpl, ev, prior, iterations) ->
     for seg in ref.segments:
         report.segments[seg]["floor_m"] = floor_len[seg]
     all_mm = joint_distances_mm(fit.joints, points, valid)
-    report.floor = {"betas": [float(b) for b in fit.betas], "fit_mm": _nanmean(all_mm),
-                    "iterations": fit.iterations}  # fmt: skip
+    report.floor = {
+        "betas": [float(b) for b in fit.betas],
+        "fit_mm": _nanmean(all_mm),
+        "iterations": fit.iterations,
+    }
 
 
 def _nanmean(x: np.ndarray) -> float:

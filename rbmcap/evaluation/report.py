@@ -127,26 +127,49 @@ def claims(averages: dict[str, dict]) -> list[dict]:
     for key in ("baseline_6dof", "baseline_points"):
         if key in averages and net["ms_per_frame"]:
             ratio = averages[key]["ms_per_frame"] / net["ms_per_frame"]
-            out.append({"claim": f"network ≥ {SPEEDUP_CLAIM:g}× faster than {key}",
-                        "value": ratio, "holds": ratio >= SPEEDUP_CLAIM})  # fmt: skip
+            out.append(
+                {
+                    "claim": f"network ≥ {SPEEDUP_CLAIM:g}× faster than {key}",
+                    "value": ratio,
+                    "holds": ratio >= SPEEDUP_CLAIM,
+                }
+            )
     if "hybrid" in averages and "baseline_6dof" in averages:
         h, b = averages["hybrid"], averages["baseline_6dof"]
         fraction = h["ms_per_frame"] / b["ms_per_frame"]
-        out.append({"claim": "hybrid MPJPE ≤ baseline_6dof MPJPE (mm)",
-                    "value": [h["mpjpe_mm"], b["mpjpe_mm"]],
-                    "holds": h["mpjpe_mm"] <= b["mpjpe_mm"]})  # fmt: skip
-        out.append({"claim": f"hybrid time ≤ {HYBRID_TIME_FRACTION:g} × baseline_6dof time",
-                    "value": fraction, "holds": fraction <= HYBRID_TIME_FRACTION})  # fmt: skip
+        out.append(
+            {
+                "claim": "hybrid MPJPE ≤ baseline_6dof MPJPE (mm)",
+                "value": [h["mpjpe_mm"], b["mpjpe_mm"]],
+                "holds": h["mpjpe_mm"] <= b["mpjpe_mm"],
+            }
+        )
+        out.append(
+            {
+                "claim": f"hybrid time ≤ {HYBRID_TIME_FRACTION:g} × baseline_6dof time",
+                "value": fraction,
+                "holds": fraction <= HYBRID_TIME_FRACTION,
+            }
+        )
     for key, h in averages.items():
         if key.startswith(ORACLE_PREFIX) and "baseline_6dof" in averages:
-            out.append({"claim": f"study: hybrid from {key.removeprefix(ORACLE_PREFIX)} × the "
-                                 "network's error, same budget, MPJPE vs baseline_6dof (mm)",
-                        "value": [h["mpjpe_mm"], averages["baseline_6dof"]["mpjpe_mm"]],
-                        "holds": None})  # fmt: skip
+            out.append(
+                {
+                    "claim": f"study: hybrid from {key.removeprefix(ORACLE_PREFIX)} × the "
+                    "network's error, same budget, MPJPE vs baseline_6dof (mm)",
+                    "value": [h["mpjpe_mm"], averages["baseline_6dof"]["mpjpe_mm"]],
+                    "holds": None,
+                }
+            )
     if "baseline_points" in averages:
         p = averages["baseline_points"]
-        out.append({"claim": "network MPJPE vs baseline_points MPJPE (mm, parity claimed)",
-                    "value": [net["mpjpe_mm"], p["mpjpe_mm"]], "holds": None})  # fmt: skip
+        out.append(
+            {
+                "claim": "network MPJPE vs baseline_points MPJPE (mm, parity claimed)",
+                "value": [net["mpjpe_mm"], p["mpjpe_mm"]],
+                "holds": None,
+            }
+        )
     return out
 
 

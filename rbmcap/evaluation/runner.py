@@ -112,8 +112,9 @@ class EvalSetup:
         if opts.sequences and not any(
             fnmatch.fnmatchcase(e.name, opts.sequences) for e in data.sequences
         ):
-            raise DataError(f"{opts.data}: no sequence of split {opts.split!r} matches "
-                            f"{opts.sequences!r}")  # fmt: skip
+            raise DataError(
+                f"{opts.data}: no sequence of split {opts.split!r} matches {opts.sequences!r}"
+            )
         if data.manifest.marker_set != predictor.marker_set:
             raise ConfigError(
                 f"{opts.ckpt} was trained on marker set {predictor.marker_set!r} but {opts.data} "

@@ -74,8 +74,9 @@ class SavedSequence:
         from rbmcap.motion.smpl_motion import SMPLMotion
 
         if key not in self.params:
-            raise DataError(f"sequence {self.name!r}: no method {key!r} "
-                            f"(has {', '.join(self.params)})")  # fmt: skip
+            raise DataError(
+                f"sequence {self.name!r}: no method {key!r} (has {', '.join(self.params)})"
+            )
         p = self.params[key]
         return SMPLMotion(
             poses=np.asarray(p["poses"], np.float64),
@@ -144,8 +145,9 @@ def sequence_files(folder: str | os.PathLike) -> list[Path]:
     folder = Path(folder)
     files = sorted((folder / SEQUENCES_DIR).glob("*.npz"))
     if not files:
-        raise FormatError(f"{folder}: no {SEQUENCES_DIR}/*.npz (is it an `rbmcap eval` output "
-                        "folder?)")  # fmt: skip
+        raise FormatError(
+            f"{folder}: no {SEQUENCES_DIR}/*.npz (is it an `rbmcap eval` output folder?)"
+        )
     return files
 
 

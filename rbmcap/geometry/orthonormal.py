@@ -189,13 +189,17 @@ def _gram(x: np.ndarray) -> np.ndarray:
     def dot(j, k):
         return x[j] * x[k] + x[3 + j] * x[3 + k] + x[6 + j] * x[6 + k]
 
-    return np.stack([dot(0, 0) - 1.0, dot(1, 1) - 1.0, dot(2, 2) - 1.0,
-                     dot(0, 1), dot(0, 2), dot(1, 2)])  # fmt: skip
+    return np.stack(
+        [dot(0, 0) - 1.0, dot(1, 1) - 1.0, dot(2, 2) - 1.0, dot(0, 1), dot(0, 2), dot(1, 2)]
+    )
 
 
 def _det(x: np.ndarray) -> np.ndarray:
-    return (x[0] * (x[4] * x[8] - x[5] * x[7]) - x[1] * (x[3] * x[8] - x[5] * x[6])
-            + x[2] * (x[3] * x[7] - x[4] * x[6]))  # fmt: skip
+    return (
+        x[0] * (x[4] * x[8] - x[5] * x[7])
+        - x[1] * (x[3] * x[8] - x[5] * x[6])
+        + x[2] * (x[3] * x[7] - x[4] * x[6])
+    )
 
 
 def _frobenius_sq(e: np.ndarray) -> np.ndarray:
@@ -209,8 +213,9 @@ def _exact_deviation(e: np.ndarray) -> np.ndarray:
     q = (e00 + e11 + e22) / 3.0
     b00, b11, b22 = e00 - q, e11 - q, e22 - q
     p = np.sqrt((b00**2 + b11**2 + b22**2 + 2.0 * (e01**2 + e02**2 + e12**2)) / 6.0)
-    det_b = (b00 * (b11 * b22 - e12**2) - e01 * (e01 * b22 - e12 * e02)
-             + e02 * (e01 * e12 - b11 * e02))  # fmt: skip
+    det_b = (
+        b00 * (b11 * b22 - e12**2) - e01 * (e01 * b22 - e12 * e02) + e02 * (e01 * e12 - b11 * e02)
+    )
     safe = np.where(p > 0, p, 1.0)
     phi = np.arccos(np.clip(det_b / (2.0 * safe**3), -1.0, 1.0)) / 3.0
     hi = q + 2.0 * p * np.cos(phi)

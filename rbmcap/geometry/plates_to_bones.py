@@ -262,8 +262,10 @@ def _tree_levels(carrier, swing, plan, rest_joints) -> tuple[list[_Level], torch
     out of the levels' concatenated ones (a joint without a rule of its own takes its nearest
     worked-out ancestor's). Long because it lays out every index of the walk in one place."""
     # rule per joint: 1 plated, 2 swung, 3 interpolated, None copies its parent
-    rule = {j: 1 if j in carrier else 2 if j in swing else 3 if j in plan else None
-            for j in range(1, 24)}  # fmt: skip
+    rule = {
+        j: 1 if j in carrier else 2 if j in swing else 3 if j in plan else None
+        for j in range(1, 24)
+    }
     src = [0] * 24  # the worked-out joint whose rotation each joint takes
     depth = {0: 0}
     for j in range(1, 24):
@@ -290,19 +292,25 @@ def _tree_levels(carrier, swing, plan, rest_joints) -> tuple[list[_Level], torch
         pos_up = [src[SMPL_PARENTS[j]] for j in pos]
         swung = [j for j in js if rule[j] == 2]
         planned = [j for j in js if rule[j] == 3]
-        levels.append(_Level({
-            "parent": long([prev.index(src[SMPL_PARENTS[j]]) for j in js]),
-            "own_markers": long([carrier[j] for j in js if rule[j] == 1]),
-            "swing_children": long([carrier[swing[j]] for j in swung]),
-            "swing_bones": rest_joints[[swing[j] for j in swung]] - rest_joints[swung],
-            "plan_markers": long([carrier[plan[j][0]] for j in planned]),
-            "fractions": torch.tensor([plan[j][1] for j in planned], dtype=rest_joints.dtype),
-            "pos_parent": long([pos_by_depth[d - 1].index(u) for u in pos_up]),
-            "pos_parent_rot": long([prev.index(u) for u in pos_up]),
-            "pos_bones": rest_joints[pos] - rest_joints[pos_up],
-            "pos_markers": long([carrier.get(j, 0) for j in pos]),
-            "pos_plated": torch.tensor([j in carrier for j in pos], dtype=torch.bool),
-        }))  # fmt: skip
+        levels.append(
+            _Level(
+                {
+                    "parent": long([prev.index(src[SMPL_PARENTS[j]]) for j in js]),
+                    "own_markers": long([carrier[j] for j in js if rule[j] == 1]),
+                    "swing_children": long([carrier[swing[j]] for j in swung]),
+                    "swing_bones": rest_joints[[swing[j] for j in swung]] - rest_joints[swung],
+                    "plan_markers": long([carrier[plan[j][0]] for j in planned]),
+                    "fractions": torch.tensor(
+                        [plan[j][1] for j in planned], dtype=rest_joints.dtype
+                    ),
+                    "pos_parent": long([pos_by_depth[d - 1].index(u) for u in pos_up]),
+                    "pos_parent_rot": long([prev.index(u) for u in pos_up]),
+                    "pos_bones": rest_joints[pos] - rest_joints[pos_up],
+                    "pos_markers": long([carrier.get(j, 0) for j in pos]),
+                    "pos_plated": torch.tensor([j in carrier for j in pos], dtype=torch.bool),
+                }
+            )
+        )
     flat = [j for js in by_depth for j in js]
     return levels, long([flat.index(src[j]) for j in range(24)])
 

@@ -80,8 +80,11 @@ def resample_observations(pos, rot, valid, fps_in: float, fps_out: float):
     times = resample_times(len(pos), fps_in, fps_out, cover=True)
     lo, hi, w = sample_frames(len(pos), fps_in, times)
     ok = valid[lo] & (valid[hi] | (w[:, None] < 1e-9))
-    return (_lerp(pos.astype(np.float64), lo, hi, w).astype(np.float32),
-            _interp_rotations(rot, lo, hi, w).astype(np.float32), ok)  # fmt: skip
+    return (
+        _lerp(pos.astype(np.float64), lo, hi, w).astype(np.float32),
+        _interp_rotations(rot, lo, hi, w).astype(np.float32),
+        ok,
+    )
 
 
 def _apply_calibration(capture, calibration):
@@ -174,12 +177,22 @@ def predict_capture(predictor, capture, calibration=None, *, progress: bool = Fa
         rotmats = _interp_rotations(rotmats, lo, hi, w)
         poses = roma.rotmat_to_rotvec(torch.from_numpy(rotmats)).numpy()
         trans = _lerp(trans, lo, hi, w)
-    source = {"capture": capture.source, "marker_set": predictor.marker_set,
-              "model_fps": fps, "calibrated": calibration is not None}  # fmt: skip
+    source = {
+        "capture": capture.source,
+        "marker_set": predictor.marker_set,
+        "model_fps": fps,
+        "calibrated": calibration is not None,
+    }
     name = Path(capture.source).stem if capture.source else "capture"
-    return SMPLMotion(poses=poses, trans=trans, betas=betas.double().numpy(),
-                      gender=_gender(predictor.body_id), fps=cap.fps, name=name,
-                      source=source)  # fmt: skip
+    return SMPLMotion(
+        poses=poses,
+        trans=trans,
+        betas=betas.double().numpy(),
+        gender=_gender(predictor.body_id),
+        fps=cap.fps,
+        name=name,
+        source=source,
+    )
 
 
 def checkpoint_body(body_id: str, spec: str | None = None):

@@ -30,9 +30,13 @@ class Predictor:
     """
 
     def __init__(
-        self, model, chunk: int = 240, overlap: int = 60, device: str = "cpu",
+        self,
+        model,
+        chunk: int = 240,
+        overlap: int = 60,
+        device: str = "cpu",
         smoothing: float = DEFAULT_SIGMA_FRAMES,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if not 0 <= 2 * overlap < chunk:
             raise ModelError(f"chunk={chunk}, overlap={overlap}: need 0 <= 2*overlap < chunk")
         if not (math.isfinite(smoothing) and smoothing >= 0):

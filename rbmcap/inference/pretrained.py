@@ -68,8 +68,9 @@ def check_accuracy(predictor) -> dict[str, float]:
         n = len(obs.pos)
         params = predictor.predict(obs.pos, obs.rot, obs.valid, smoothing=0.0)  # the raw network
         pred = body.forward(params.poses, params.betas[: body.num_betas], params.trans).joints
-        true = body.forward(torch.as_tensor(m.poses[:n]), torch.as_tensor(m.betas),
-                            torch.as_tensor(m.trans[:n])).joints  # fmt: skip
+        true = body.forward(
+            torch.as_tensor(m.poses[:n]), torch.as_tensor(m.betas), torch.as_tensor(m.trans[:n])
+        ).joints
         err = (pred[:, :24] - true[:, :24]).norm(dim=-1).mean()
         result[name] = round(float(err) * 1000.0, 3)
     result["mean"] = round(float(np.mean(list(result.values()))), 3)
@@ -82,12 +83,15 @@ def card_from_run(run: dict | None) -> dict:
     if not run:
         return {}
     data = run.get("data") or {}
-    parts = [f"{data.get('body')} body, {data.get('markers')} plates, {data.get('realism')} "
-             "realism"]  # fmt: skip
+    parts = [
+        f"{data.get('body')} body, {data.get('markers')} plates, {data.get('realism')} realism"
+    ]
     proc = data.get("procedural")
     if proc:
-        parts.append(f"{proc['num']} procedural motions (seed {proc['seed']}, "
-                     f"{proc['subjects'] or 'automatic'} body shapes)")  # fmt: skip
+        parts.append(
+            f"{proc['num']} procedural motions (seed {proc['seed']}, "
+            f"{proc['subjects'] or 'automatic'} body shapes)"
+        )
     for real in data.get("real") or []:
         held = ", ".join(f"{k} {v}" for k, v in real.get("splits", {}).items())
         parts.append(f"real clips of {real['dir']} ({real['joint_map']} map; held out: {held})")
@@ -115,13 +119,17 @@ def pack_checkpoint(src: str | Path, name: str, card: dict, out_dir: str | Path 
     card = {**card_from_run(full.get(RUN_KEY)), **{k: v for k, v in card.items() if v}}
     for key in ("command", "trained_on"):
         if not card.get(key):
-            raise DataError(f"{src}: the checkpoint records no {key.replace('_', ' ')}: give "
-                            f"the card's {key}")  # fmt: skip
+            raise DataError(
+                f"{src}: the checkpoint records no {key.replace('_', ' ')}: give the card's {key}"
+            )
     folder = Path(out_dir) if out_dir is not None else pretrained_dir()
     folder.mkdir(parents=True, exist_ok=True)
     dst = pack(full, folder / f"{name}.ckpt")
-    card["check"] = {"realism": CHECK_REALISM, "frames": CHECK_FRAMES,
-                     "mpjpe_mm": check_accuracy(Predictor.from_checkpoint(dst))}  # fmt: skip
+    card["check"] = {
+        "realism": CHECK_REALISM,
+        "frames": CHECK_FRAMES,
+        "mpjpe_mm": check_accuracy(Predictor.from_checkpoint(dst)),
+    }
     card["size_mb"] = round(dst.stat().st_size / 2**20, 2)
     write_text_atomic(folder / f"{name}.yaml", yaml.safe_dump(card, sort_keys=False))
     return dst, card

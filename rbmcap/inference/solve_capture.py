@@ -106,22 +106,40 @@ def solve_capture(
     cap = _calibrated_plates(capture, ms, calibration)
     start = _start(cap, init, calibration, capture.source or "capture")
     held = getattr(calibration, "betas", None) is not None
-    solver = Solver(body, ms, config, prior=default_pose_prior() if prior is None else prior,
-                    device=device)  # fmt: skip
-    sol = solver.solve(cap.pos, cap.rot, cap.valid, fps=cap.fps, init=start or None,
-                       iterations=iterations, hold_betas=held)  # fmt: skip
-    source = {"capture": capture.source, "marker_set": ms.name, "calibrated": calibration
-              is not None, "solver_iterations": sol.iterations}  # fmt: skip
-    motion = SMPLMotion(
+    solver = Solver(
+        body, ms, config, prior=default_pose_prior() if prior is None else prior, device=device
+    )
+    sol = solver.solve(
+        cap.pos,
+        cap.rot,
+        cap.valid,
+        fps=cap.fps,
+        init=start or None,
+        iterations=iterations,
+        hold_betas=held,
+    )
+    return _solution_motion(sol, capture, ms.name, calibration is not None, body, cap.fps), sol
+
+
+def _solution_motion(
+    sol, capture, marker_set: str, calibrated: bool, body, fps: float
+) -> SMPLMotion:
+    """The solver's answer as an :class:`SMPLMotion` at ``fps`` Hz, named after the capture."""
+    source = {
+        "capture": capture.source,
+        "marker_set": marker_set,
+        "calibrated": calibrated,
+        "solver_iterations": sol.iterations,
+    }
+    return SMPLMotion(
         poses=sol.params.poses.double().numpy(),
         trans=sol.params.trans.double().numpy(),
         betas=sol.params.betas.double().numpy(),
         gender=getattr(body, "gender", "neutral"),
-        fps=cap.fps,
+        fps=fps,
         name=Path(capture.source).stem if capture.source else "capture",
         source=source,
     )
-    return motion, sol
 
 
 def _calibrated_plates(capture, markers, calibration):
@@ -181,12 +199,7 @@ def infer_capture(
     Raises:
         ConfigError: an unknown method, or a network method without a predictor.
     """
-    if method not in METHODS:
-        raise ConfigError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
-    if method != "network" and iterations is not None and iterations < 0:
-        raise ConfigError(f"iterations must be ≥ 0, got {iterations}")
-    if method in ("network", "hybrid") and predictor is None:
-        raise ConfigError(f"method {method!r} needs a checkpoint (--ckpt)")
+    _check_method(method, iterations, predictor)
     t0 = time.perf_counter()
     init = None
     if predictor is not None and method in ("network", "hybrid"):
@@ -195,17 +208,43 @@ def infer_capture(
         init = predict_capture(predictor, capture, calibration, progress=progress)
         if method == "network":
             return CaptureAnswer(init, method, time.perf_counter() - t0)
+    body, markers = _solver_body_and_markers(predictor, body, markers)
+    config = solver_config or DEFAULT_SOLVER_CONFIG[method]
+    motion, sol = solve_capture(
+        capture,
+        calibration,
+        body=body,
+        markers=markers,
+        prior=prior,
+        config=config,
+        iterations=iterations,
+        init=init,
+        device=device,
+    )
+    if init is not None:
+        motion.source["network"] = init.source
+    seconds = time.perf_counter() - t0
+    return CaptureAnswer(motion, method, seconds, sol.iterations, str(config))
+
+
+def _check_method(method: str, iterations: int | None, predictor) -> None:
+    """Raise ConfigError unless ``method`` is known, ``iterations`` (solving methods) is not
+    negative and a network method has its ``predictor``."""
+    if method not in METHODS:
+        raise ConfigError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    if method != "network" and iterations is not None and iterations < 0:
+        raise ConfigError(f"iterations must be ≥ 0, got {iterations}")
+    if method in ("network", "hybrid") and predictor is None:
+        raise ConfigError(f"method {method!r} needs a checkpoint (--ckpt)")
+
+
+def _solver_body_and_markers(predictor, body, markers):
+    """The body and marker set the solver fits: those given, else the checkpoint's, else the
+    stand-in body and rbm14."""
     if body is None:
         from rbmcap.inference.capture import checkpoint_body
 
         body = checkpoint_body(predictor.body_id if predictor is not None else "standin")
     if markers is None:
         markers = predictor.marker_set if predictor is not None else "rbm14"
-    config = solver_config or DEFAULT_SOLVER_CONFIG[method]
-    motion, sol = solve_capture(capture, calibration, body=body, markers=markers, prior=prior,
-                                config=config, iterations=iterations, init=init,
-                                device=device)  # fmt: skip
-    if init is not None:
-        motion.source["network"] = init.source
-    seconds = time.perf_counter() - t0
-    return CaptureAnswer(motion, method, seconds, sol.iterations, str(config))
+    return body, markers

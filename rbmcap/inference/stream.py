@@ -174,8 +174,9 @@ class StreamSession:
             self._start(pos, rot, valid)
         self._count += 1.0  # in place: a new scalar tensor a frame costs more than the add
         state, betas_sum, fit_h, fit_g = self._carry
-        rotmats, trans, *carry = self._step(pos, rot, valid, state, betas_sum, self._count,
-                                            fit_h, fit_g)  # fmt: skip
+        rotmats, trans, *carry = self._step(
+            pos, rot, valid, state, betas_sum, self._count, fit_h, fit_g
+        )
         self._carry = tuple(carry)
         return rotmats.cpu().numpy(), trans.cpu().numpy()
 

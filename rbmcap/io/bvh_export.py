@@ -64,6 +64,15 @@ def write_motion_bvh(path: str | Path, motion, body) -> Path:
     offsets, ends = bvh_offsets(rest)
     rot, root = bvh_channels(motion, rest)
     with atomic_path(path) as tmp:
-        write_bvh(tmp, list(SMPL_JOINT_NAMES), list(SMPL_PARENTS), offsets, rot, root,
-                  1.0 / motion.fps, order=EULER_ORDER, end_sites=ends)  # fmt: skip
+        write_bvh(
+            tmp,
+            list(SMPL_JOINT_NAMES),
+            list(SMPL_PARENTS),
+            offsets,
+            rot,
+            root,
+            1.0 / motion.fps,
+            order=EULER_ORDER,
+            end_sites=ends,
+        )
     return Path(path)

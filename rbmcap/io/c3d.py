@@ -73,10 +73,18 @@ def read_c3d(path: str | Path) -> Capture:
     fps = _param(params, "POINT", "RATE") or [c["header"]["points"]["frame_rate"]]
     first = int(c["header"]["points"]["first_frame"])
     return Capture(
-        fps=float(np.asarray(fps).ravel()[0]), names=names, pos=pos, rot=rot, valid=valid,
-        frame_numbers=first + np.arange(t), format="c3d", source=str(path),
-        point_names=pnames, points=pts, point_valid=pvalid,
-    )  # fmt: skip
+        fps=float(np.asarray(fps).ravel()[0]),
+        names=names,
+        pos=pos,
+        rot=rot,
+        valid=valid,
+        frame_numbers=first + np.arange(t),
+        format="c3d",
+        source=str(path),
+        point_names=pnames,
+        points=pts,
+        point_valid=pvalid,
+    )
 
 
 def _open(path: Path) -> dict:
@@ -166,12 +174,15 @@ class _Worker:
     def _ask(self, path: Path, size: int) -> tuple[str, object]:
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", _WORKER_CODE], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
+                [sys.executable, "-c", _WORKER_CODE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
             if _receive(path, self.proc.stdout, 1, STARTUP_SECONDS) != b"R":
-                raise FormatError(f"{path}: cannot read C3D files: the C3D reader (ezc3d) does "
-                                  f"not start")  # fmt: skip
+                raise FormatError(
+                    f"{path}: cannot read C3D files: the C3D reader (ezc3d) does not start"
+                )
         request = pickle.dumps((str(path.resolve()), CHILD_BYTES + 64 * size))
         self.proc.stdin.write(struct.pack("<I", len(request)) + request)
         self.proc.stdin.flush()
@@ -211,8 +222,10 @@ def _receive(path: Path, stream, count: int, seconds: float) -> bytes:
         sel.register(fd, selectors.EVENT_READ)
         while got < count:
             if not sel.select(max(end - time.monotonic(), 0)):
-                raise FormatError(f"{path}: not a readable C3D file (the C3D reader did not "
-                                  f"finish within {seconds:.0f} s)")  # fmt: skip
+                raise FormatError(
+                    f"{path}: not a readable C3D file (the C3D reader did not "
+                    f"finish within {seconds:.0f} s)"
+                )
             chunk = os.read(fd, count - got)
             if not chunk:
                 break
@@ -229,8 +242,10 @@ def _check_structure(path: Path, raw: bytes) -> None:
         raise FormatError(f"{path}: not a readable C3D file (no C3D header)")
     start = (raw[0] - 1) * 512
     if raw[0] < 2 or start + 4 > len(raw):
-        raise FormatError(f"{path}: not a readable C3D file (its parameter section, block "
-                          f"{raw[0]}, is outside the file)")  # fmt: skip
+        raise FormatError(
+            f"{path}: not a readable C3D file (its parameter section, block "
+            f"{raw[0]}, is outside the file)"
+        )
     proc = raw[start + 3]
     if proc not in (84, 85, 86):
         raise FormatError(f"{path}: not a readable C3D file (unknown processor type {proc})")
@@ -289,9 +304,15 @@ def _parameter(path: Path, raw: bytes, p: int, end: int, bad: str):
 
 def _check_counts(path: Path, params: dict, order: str) -> None:
     """The integer parameters ezc3d sizes its loops by must be in range."""
-    rules = {("POINT", "USED"): 0, ("POINT", "DATA_START"): 2, ("ROTATION", "USED"): 0,
-             ("ROTATION", "RATIO"): 0, ("ROTATION", "DATA_START"): 2, ("ANALOG", "USED"): 0,
-             ("FORCE_PLATFORM", "USED"): 0}  # fmt: skip
+    rules = {
+        ("POINT", "USED"): 0,
+        ("POINT", "DATA_START"): 2,
+        ("ROTATION", "USED"): 0,
+        ("ROTATION", "RATIO"): 0,
+        ("ROTATION", "DATA_START"): 2,
+        ("ANALOG", "USED"): 0,
+        ("FORCE_PLATFORM", "USED"): 0,
+    }
     for key, low in rules.items():
         if key not in params:
             continue
@@ -299,8 +320,9 @@ def _check_counts(path: Path, params: dict, order: str) -> None:
         if kind == 2 and len(data) >= 2:
             (value,) = struct.unpack_from(order + "h", data)
             if value < low:
-                raise FormatError(f"{path}: C3D parameter {key[0]}:{key[1]} is {value}, below "
-                                  f"{low}")  # fmt: skip
+                raise FormatError(
+                    f"{path}: C3D parameter {key[0]}:{key[1]} is {value}, below {low}"
+                )
 
 
 def _check_complete(path: Path, frames: int) -> None:
@@ -316,8 +338,9 @@ def _check_complete(path: Path, frames: int) -> None:
     last = int.from_bytes(head[8:10], order)
     expected = last - first + 1
     if last < 65535 and expected > frames:
-        raise FormatError(f"{path}: truncated C3D: its header spans {expected} frames, the file "
-                          f"holds {frames}")  # fmt: skip
+        raise FormatError(
+            f"{path}: truncated C3D: its header spans {expected} frames, the file holds {frames}"
+        )
 
 
 def _param(params, group: str, name: str):

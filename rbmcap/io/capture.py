@@ -27,8 +27,17 @@ from rbmcap.atomic import atomic_path
 from rbmcap.errors import DataError, FormatError
 from rbmcap.geometry.orthonormal import FLOAT32_ATOL, orthonormalize, where_plate
 
-CAPTURE_KEYS = ("fps", "format", "source", "names", "pos", "rot", "valid", "residual_mm",
-                "frame_numbers")  # fmt: skip
+CAPTURE_KEYS = (
+    "fps",
+    "format",
+    "source",
+    "names",
+    "pos",
+    "rot",
+    "valid",
+    "residual_mm",
+    "frame_numbers",
+)
 POINT_KEYS = ("point_names", "points", "point_valid")
 
 
@@ -96,8 +105,9 @@ class Capture:
         self.fps = _frame_rate(self.fps, label)
         where = where_plate(label, self.names)
         self.pos = _finite32(pos, self.valid, where, "position")
-        self.rot, dev = orthonormalize(rot, self.valid, atol=FLOAT32_ATOL, dtype=np.float32,
-                                       where=where)  # fmt: skip
+        self.rot, dev = orthonormalize(
+            rot, self.valid, atol=FLOAT32_ATOL, dtype=np.float32, where=where
+        )
         self.rotation_deviation = max(float(self.rotation_deviation), dev)
         self.residual_mm = _residuals(self.residual_mm, self.valid, where, label)
         self.frame_numbers = _frame_numbers(self.frame_numbers, t, label)
@@ -106,10 +116,12 @@ class Capture:
             m = len(self.point_names)
             pts = _shaped(_numbers(self.points, "points", label), (t, m, 3), "points", label)
             pv = self.point_valid if self.point_valid is not None else np.ones((t, m), bool)
-            self.point_valid = _shaped(_flags(pv, "point_valid", label), (t, m), "point_valid",
-                                       label)  # fmt: skip
-            self.points = _finite32(pts, self.point_valid, where_plate(label, self.point_names,
-                                    "point"), "position")  # fmt: skip
+            self.point_valid = _shaped(
+                _flags(pv, "point_valid", label), (t, m), "point_valid", label
+            )
+            self.points = _finite32(
+                pts, self.point_valid, where_plate(label, self.point_names, "point"), "position"
+            )
 
     @property
     def num_frames(self) -> int:
@@ -124,16 +136,21 @@ class Capture:
         try:
             return self.names.index(name)
         except ValueError:
-            raise FormatError(f"{self.source or 'capture'}: no plate {name!r}; it has "
-                              f"{', '.join(self.names)}") from None  # fmt: skip
+            raise FormatError(
+                f"{self.source or 'capture'}: no plate {name!r}; it has {', '.join(self.names)}"
+            ) from None
 
     def select(self, names: list[str], rename: list[str] | None = None) -> Capture:
         """The plates ``names`` in that order (optionally renamed), points kept."""
         idx = [self.index(n) for n in names]
         return replace(
-            self, names=list(rename or names), pos=self.pos[:, idx], rot=self.rot[:, idx],
-            valid=self.valid[:, idx], residual_mm=self.residual_mm[:, idx],
-        )  # fmt: skip
+            self,
+            names=list(rename or names),
+            pos=self.pos[:, idx],
+            rot=self.rot[:, idx],
+            valid=self.valid[:, idx],
+            residual_mm=self.residual_mm[:, idx],
+        )
 
     def frames(self, start: int, stop: int) -> Capture:
         """Frames [start, stop) (positions in the arrays, not frame numbers)."""
@@ -142,18 +159,28 @@ class Capture:
         if self.points is not None:
             pts = {"points": self.points[s], "point_valid": self.point_valid[s]}
         return replace(
-            self, pos=self.pos[s], rot=self.rot[s], valid=self.valid[s],
-            residual_mm=self.residual_mm[s], frame_numbers=self.frame_numbers[s], **pts,
-        )  # fmt: skip
+            self,
+            pos=self.pos[s],
+            rot=self.rot[s],
+            valid=self.valid[s],
+            residual_mm=self.residual_mm[s],
+            frame_numbers=self.frame_numbers[s],
+            **pts,
+        )
 
     def to_npz_dict(self) -> dict[str, np.ndarray]:
         """The capture file's arrays (see the module docstring)."""
         out = {
-            "fps": np.float64(self.fps), "format": np.str_(self.format),
-            "source": np.str_(self.source), "names": np.array(self.names, dtype=str),
-            "pos": self.pos, "rot": self.rot, "valid": self.valid,
-            "residual_mm": self.residual_mm, "frame_numbers": self.frame_numbers,
-        }  # fmt: skip
+            "fps": np.float64(self.fps),
+            "format": np.str_(self.format),
+            "source": np.str_(self.source),
+            "names": np.array(self.names, dtype=str),
+            "pos": self.pos,
+            "rot": self.rot,
+            "valid": self.valid,
+            "residual_mm": self.residual_mm,
+            "frame_numbers": self.frame_numbers,
+        }
         if self.points is not None:
             out["point_names"] = np.array(self.point_names, dtype=str)
             out["points"] = self.points
@@ -185,20 +212,32 @@ class Capture:
             raise FormatError(f"{path}: not a capture file: missing {', '.join(missing)}")
         pts = {}
         if all(k in data for k in POINT_KEYS):
-            pts = {"point_names": _strings(data["point_names"], "point_names", path),
-                   "points": data["points"], "point_valid": data["point_valid"]}  # fmt: skip
+            pts = {
+                "point_names": _strings(data["point_names"], "point_names", path),
+                "points": data["points"],
+                "point_valid": data["point_valid"],
+            }
         names = _strings(data["names"], "names", path)
         if data["pos"].ndim != 3 or data["pos"].shape[1:] != (len(names), 3):
-            raise FormatError(f"{path}: pos of shape {data['pos'].shape}, expected (T, "
-                              f"{len(names)}, 3) for {len(names)} names")  # fmt: skip
+            raise FormatError(
+                f"{path}: pos of shape {data['pos'].shape}, expected (T, "
+                f"{len(names)}, 3) for {len(names)} names"
+            )
         if len(data["pos"]) == 0:
             raise DataError(f"{path}: the capture has no frames")
         return cls(
-            fps=_scalar(data["fps"], "fps", path), names=names, pos=data["pos"],
-            rot=data["rot"], valid=data["valid"], residual_mm=data["residual_mm"],
-            frame_numbers=data["frame_numbers"], format=_text(data["format"], "format", path),
-            source=_text(data["source"], "source", path), origin=str(path), **pts,
-        )  # fmt: skip
+            fps=_scalar(data["fps"], "fps", path),
+            names=names,
+            pos=data["pos"],
+            rot=data["rot"],
+            valid=data["valid"],
+            residual_mm=data["residual_mm"],
+            frame_numbers=data["frame_numbers"],
+            format=_text(data["format"], "format", path),
+            source=_text(data["source"], "source", path),
+            origin=str(path),
+            **pts,
+        )
 
 
 # ----------------------------------------------------------------------- checks and readers
@@ -227,16 +266,18 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
 def _scalar(value: np.ndarray, key: str, path) -> float:
     arr = np.asarray(value)
     if arr.size != 1 or arr.dtype.kind not in "biuf":
-        raise FormatError(f"{path}: {key} of dtype {arr.dtype} and shape {arr.shape}, "
-                          f"expected one number")  # fmt: skip
+        raise FormatError(
+            f"{path}: {key} of dtype {arr.dtype} and shape {arr.shape}, expected one number"
+        )
     return float(arr.reshape(-1)[0])
 
 
 def _text(value: np.ndarray, key: str, path) -> str:
     arr = np.asarray(value)
     if arr.size != 1 or arr.dtype.kind not in "US":
-        raise FormatError(f"{path}: {key} of dtype {arr.dtype} and shape {arr.shape}, "
-                          f"expected one string")  # fmt: skip
+        raise FormatError(
+            f"{path}: {key} of dtype {arr.dtype} and shape {arr.shape}, expected one string"
+        )
     item = arr.reshape(-1)[0]
     return item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)
 
@@ -244,8 +285,9 @@ def _text(value: np.ndarray, key: str, path) -> str:
 def _strings(value: np.ndarray, key: str, path) -> list[str]:
     arr = np.asarray(value)
     if arr.ndim != 1 or arr.dtype.kind not in "US":
-        raise FormatError(f"{path}: {key} of dtype {arr.dtype} and shape {arr.shape}, "
-                          f"expected (N,) strings")  # fmt: skip
+        raise FormatError(
+            f"{path}: {key} of dtype {arr.dtype} and shape {arr.shape}, expected (N,) strings"
+        )
     return [s.decode("utf-8", "replace") if isinstance(s, bytes) else str(s) for s in arr]
 
 
@@ -268,8 +310,9 @@ def _shaped(arr: np.ndarray, shape: tuple[int, ...], key: str, label: str) -> np
     if arr.shape == shape:
         return arr
     if arr.size != int(np.prod(shape)):
-        raise FormatError(f"{label}: {key} of shape {arr.shape}, expected {shape} (frames, "
-                          f"names, ...)")  # fmt: skip
+        raise FormatError(
+            f"{label}: {key} of shape {arr.shape}, expected {shape} (frames, names, ...)"
+        )
     return arr.reshape(shape)
 
 
@@ -310,8 +353,9 @@ def _residuals(value, valid: np.ndarray, where, label: str) -> np.ndarray:
     bad = valid & np.isinf(out)
     if bad.any():
         f, i = (int(k) for k in np.argwhere(bad)[0])
-        raise DataError(f"{where((f, i))}: residual_mm {arr[f, i]!r} is infinite or beyond "
-                        f"float32's range")  # fmt: skip
+        raise DataError(
+            f"{where((f, i))}: residual_mm {arr[f, i]!r} is infinite or beyond float32's range"
+        )
     return out
 
 
@@ -326,6 +370,5 @@ def _frame_numbers(value, t: int, label: str) -> np.ndarray:
         whole[whole] = arr[whole] == np.round(arr[whole])
         if not whole.all():
             f = int(np.flatnonzero(~whole)[0])
-            raise DataError(f"{label}: frame {f}: frame number {arr[f]!r} is not a whole "
-                            f"number")  # fmt: skip
+            raise DataError(f"{label}: frame {f}: frame number {arr[f]!r} is not a whole number")
     return arr.astype(np.int64)

@@ -34,8 +34,9 @@ def write_motion_npz(path: str | Path, motion) -> Path:
     return Path(path)
 
 
-def export_motion(motion, body, *, npz=None, bvh=None, glb=None, ply_dir=None,
-                  ply_every: int | None = None) -> dict[str, object]:  # fmt: skip
+def export_motion(
+    motion, body, *, npz=None, bvh=None, glb=None, ply_dir=None, ply_every: int | None = None
+) -> dict[str, object]:
     """Write ``motion`` (an :class:`~rbmcap.motion.smpl_motion.SMPLMotion`) to the given paths.
 
     Args:
@@ -51,14 +52,17 @@ def export_motion(motion, body, *, npz=None, bvh=None, glb=None, ply_dir=None,
     Returns:
         ``{"npz": path, "bvh": path, "glb": path, "ply": [paths]}`` for what was written.
     """
-    paths = {k: Path(v) if v is not None else None for k, v in
-             (("npz", npz), ("bvh", bvh), ("glb", glb))}  # fmt: skip
+    paths = {
+        k: Path(v) if v is not None else None for k, v in (("npz", npz), ("bvh", bvh), ("glb", glb))
+    }
     _check_names(paths)
     if (ply_dir is None) != (ply_every is None):
         raise ConfigError("PLY meshes need both a folder and a frame step (ply_every)")
-    writers = {"npz": lambda p: write_motion_npz(p, motion),
-               "bvh": lambda p: write_motion_bvh(p, motion, body),
-               "glb": lambda p: write_motion_glb(p, motion, body)}  # fmt: skip
+    writers = {
+        "npz": lambda p: write_motion_npz(p, motion),
+        "bvh": lambda p: write_motion_bvh(p, motion, body),
+        "glb": lambda p: write_motion_glb(p, motion, body),
+    }
     written: dict[str, object] = {}
     try:
         for kind, path in paths.items():

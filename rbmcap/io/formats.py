@@ -19,8 +19,15 @@ from rbmcap.io.capture import Capture
 FORMATS = ("vicon-segments", "vicon-tracker", "vicon-trajectories", "optitrack", "c3d")
 """Every format name :func:`read_capture` takes (besides 'auto')."""
 
-ROTATIONS = ("helical", "euler_xyz", "euler_xzy", "euler_yxz", "euler_yzx", "euler_zxy",
-             "euler_zyx")  # fmt: skip
+ROTATIONS = (
+    "helical",
+    "euler_xyz",
+    "euler_xzy",
+    "euler_yxz",
+    "euler_yzx",
+    "euler_zxy",
+    "euler_zyx",
+)
 """Vicon rotation conventions for RX/RY/RZ columns: helical axis-angle (Vicon's default) or
 Euler angles, extrinsic-free intrinsic order as named (see :mod:`rbmcap.io.vicon`)."""
 

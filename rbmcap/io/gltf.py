@@ -29,8 +29,11 @@ from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS, SMPLH_TO_SMPL
 
 INFLUENCES = 4
 _TYPES = {1: gl.SCALAR, 3: gl.VEC3, 4: gl.VEC4, 16: gl.MAT4}
-_COMPONENTS = {np.dtype(np.float32): gl.FLOAT, np.dtype(np.uint32): gl.UNSIGNED_INT,
-               np.dtype(np.uint16): gl.UNSIGNED_SHORT}  # fmt: skip
+_COMPONENTS = {
+    np.dtype(np.float32): gl.FLOAT,
+    np.dtype(np.uint32): gl.UNSIGNED_INT,
+    np.dtype(np.uint16): gl.UNSIGNED_SHORT,
+}
 
 
 class _Blob:
@@ -44,13 +47,18 @@ class _Blob:
         a = np.ascontiguousarray(array)
         width = a.shape[1] if a.ndim > 1 else 1
         data = a.tobytes()
-        self.doc.bufferViews.append(gl.BufferView(buffer=0, byteOffset=self.size,
-                                                  byteLength=len(data), target=target))  # fmt: skip
+        self.doc.bufferViews.append(
+            gl.BufferView(buffer=0, byteOffset=self.size, byteLength=len(data), target=target)
+        )
         pad = (-len(data)) % 4
         self.parts.append(data + b"\0" * pad)
         self.size += len(data) + pad
-        acc = gl.Accessor(bufferView=len(self.doc.bufferViews) - 1, count=len(a),
-                          componentType=_COMPONENTS[a.dtype], type=_TYPES[width])  # fmt: skip
+        acc = gl.Accessor(
+            bufferView=len(self.doc.bufferViews) - 1,
+            count=len(a),
+            componentType=_COMPONENTS[a.dtype],
+            type=_TYPES[width],
+        )
         if bounds:
             flat = a.reshape(len(a), -1)
             acc.min, acc.max = flat.min(0).tolist(), flat.max(0).tolist()
@@ -95,8 +103,9 @@ def _add_mesh(doc: gl.GLTF2, blob: _Blob, body, verts: np.ndarray, joints: np.nd
     idx, w = smpl_skin_weights(body)
     attrs = gl.Attributes(
         POSITION=blob.add(verts.astype(np.float32), gl.ARRAY_BUFFER, bounds=True),
-        JOINTS_0=blob.add(idx, gl.ARRAY_BUFFER), WEIGHTS_0=blob.add(w, gl.ARRAY_BUFFER),
-    )  # fmt: skip
+        JOINTS_0=blob.add(idx, gl.ARRAY_BUFFER),
+        WEIGHTS_0=blob.add(w, gl.ARRAY_BUFFER),
+    )
     faces = body.faces.cpu().numpy().astype(np.uint32).reshape(-1)
     prim = gl.Primitive(attributes=attrs, indices=blob.add(faces, gl.ELEMENT_ARRAY_BUFFER))
     doc.meshes.append(gl.Mesh(primitives=[prim], name="body"))
@@ -115,8 +124,11 @@ def _add_skeleton(doc: gl.GLTF2, joints: np.ndarray) -> None:
             children[p].append(j)
     for j, p in enumerate(SMPL_PARENTS):
         offset = joints[j] - (joints[p] if p >= 0 else 0.0)
-        doc.nodes.append(gl.Node(name=SMPL_JOINT_NAMES[j], translation=offset.tolist(),
-                                 children=children[j] or None))  # fmt: skip
+        doc.nodes.append(
+            gl.Node(
+                name=SMPL_JOINT_NAMES[j], translation=offset.tolist(), children=children[j] or None
+            )
+        )
 
 
 def _add_animation(doc: gl.GLTF2, blob: _Blob, motion, joints: np.ndarray) -> None:
@@ -130,8 +142,9 @@ def _add_animation(doc: gl.GLTF2, blob: _Blob, motion, joints: np.ndarray) -> No
     anim = gl.Animation(name=motion.name or "motion")
     tracks = [(j, "rotation", quats[:, j]) for j in range(24)] + [(0, "translation", root)]
     for node, path, values in tracks:
-        anim.samplers.append(gl.AnimationSampler(input=t_acc, output=blob.add(values),
-                                                 interpolation=gl.ANIM_LINEAR))  # fmt: skip
+        anim.samplers.append(
+            gl.AnimationSampler(input=t_acc, output=blob.add(values), interpolation=gl.ANIM_LINEAR)
+        )
         target = gl.AnimationChannelTarget(node=node, path=path)
         anim.channels.append(gl.AnimationChannel(sampler=len(anim.samplers) - 1, target=target))
     doc.animations.append(anim)

@@ -52,8 +52,7 @@ def import_capture(path: str | Path, options: ImportOptions | None = None) -> Ca
     from rbmcap.io.plates import plates_from_points
 
     o = options or ImportOptions()
-    capture = read_capture(path, o.format, rotation=o.rotation, angle_unit=o.angle_unit,
-                           fps=o.fps)  # fmt: skip
+    capture = read_capture(path, o.format, rotation=o.rotation, angle_unit=o.angle_unit, fps=o.fps)
     if o.plates is not None:
         capture = plates_from_points(capture, o.plates, progress=o.progress)
     if o.mapping is not None or o.markers is not None:
@@ -75,8 +74,13 @@ def summarize(capture: Capture) -> dict:
         mean = float(np.nanmean(r)) if np.isfinite(r).any() else None
         frac = float(v.mean()) if len(v) else 0.0
         plates.append({"name": name, "valid_fraction": frac, "residual_mm_mean": mean})
-    return {"format": capture.format, "fps": capture.fps, "frames": capture.num_frames,
-            "rotation_deviation": capture.rotation_deviation, "plates": plates}  # fmt: skip
+    return {
+        "format": capture.format,
+        "fps": capture.fps,
+        "frames": capture.num_frames,
+        "rotation_deviation": capture.rotation_deviation,
+        "plates": plates,
+    }
 
 
 def import_file(

@@ -31,8 +31,11 @@ def iter_vertices(motion, body, frames=None, chunk: int = CHUNK_FRAMES) -> Itera
     for s in range(0, len(frames), chunk):
         idx = frames[s : s + chunk]
         with torch.no_grad():
-            out = body(torch.as_tensor(motion.poses[idx], dtype=torch.float32), betas,
-                       torch.as_tensor(motion.trans[idx], dtype=torch.float32))  # fmt: skip
+            out = body(
+                torch.as_tensor(motion.poses[idx], dtype=torch.float32),
+                betas,
+                torch.as_tensor(motion.trans[idx], dtype=torch.float32),
+            )
         yield idx, out.vertices.cpu().numpy().astype(np.float32)
 
 
@@ -57,8 +60,9 @@ def ply_path(folder: str | Path, stem: str, frame: int) -> Path:
     return Path(folder) / f"{stem}_{int(frame):06d}.ply"
 
 
-def write_ply_frames(motion, body, folder: str | Path, every: int = 1,
-                     stem: str | None = None) -> list[Path]:  # fmt: skip
+def write_ply_frames(
+    motion, body, folder: str | Path, every: int = 1, stem: str | None = None
+) -> list[Path]:
     """Write one binary ``.ply`` per sampled frame (frames 0, every, 2·every, …) into ``folder``.
 
     All or nothing: every file is written to a temporary name first and renamed only once all

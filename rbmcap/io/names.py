@@ -117,10 +117,11 @@ def map_names(
     problems += _claims(result, marker_set_names, capture_names, allow_missing)
     if problems:
         raise ConfigError(
-            "cannot map capture names to the marker set: " + "; ".join(problems)
+            "cannot map capture names to the marker set: "
+            + "; ".join(problems)
             + f" (capture names: {', '.join(capture_names)}; plates: {', '.join(marker_set_names)}"
             "; give a mapping YAML with --map)"
-        )  # fmt: skip
+        )
     return result
 
 

@@ -116,12 +116,19 @@ def read_optitrack(path: str | Path) -> Capture:
     pos, rot, valid, err = _plates(path, table, plates, rot_type, scale, head.data_line)
     pnames, pts, pvalid = _points(path, table, points, scale)
     return Capture(
-        fps=fps, names=[o.name for o in plates], pos=pos, rot=rot, valid=valid,
-        frame_numbers=frames.astype(np.int64), format="optitrack", source=str(path),
-        point_names=pnames if points else None, points=pts if points else None,
+        fps=fps,
+        names=[o.name for o in plates],
+        pos=pos,
+        rot=rot,
+        valid=valid,
+        frame_numbers=frames.astype(np.int64),
+        format="optitrack",
+        source=str(path),
+        point_names=pnames if points else None,
+        points=pts if points else None,
         point_valid=pvalid if points else None,
         extra={"marker_error_m": err, "settings": head.settings},
-    )  # fmt: skip
+    )
 
 
 def _read_rows(path: Path) -> list[list[str]]:
@@ -171,8 +178,10 @@ def _parse_header(path: Path, rows: list[list[str]]) -> _Header:
     width = len(_strip(kind_row))
     for i, r in enumerate([*block, rows[axis]]):
         if len(_strip(r)) > max(width, 2) and i != len(block):
-            raise FormatError(f"{path}:{start + i + 1}:{len(_strip(r))}: header row has "
-                              f"{len(_strip(r))} cells, the kind row {width}")  # fmt: skip
+            raise FormatError(
+                f"{path}:{start + i + 1}:{len(_strip(r))}: header row has "
+                f"{len(_strip(r))} cells, the kind row {width}"
+            )
     objects = _objects(path, start, type_row, name_row, kind_row, rows[axis], width)
     return _Header(settings, objects, width, axis + 2, columns)
 
@@ -188,8 +197,10 @@ def _objects(path, start, type_row, name_row, kind_row, axis_row, width) -> list
         typ, name = _cell(type_row, j), _cell(name_row, j)
         kind, ax = _cell(kind_row, j), _cell(axis_row, j).upper()
         if not typ or not name:
-            raise FormatError(f"{path}:{start + (2 if typ else 1)}:{j + 1}: empty "
-                              f"{'Name' if typ else 'Type'} cell over a data column")  # fmt: skip
+            raise FormatError(
+                f"{path}:{start + (2 if typ else 1)}:{j + 1}: empty "
+                f"{'Name' if typ else 'Type'} cell over a data column"
+            )
         obj = objects[-1] if objects else None
         if obj is None or (obj.type, obj.name) != (typ, name) or (kind, ax) in obj.cols:
             obj = _Column(typ, name, start + 2, j)
@@ -208,19 +219,24 @@ def _settings(path: Path, settings: dict[str, str], columns=None) -> tuple[float
 
     units = settings.get("Length Units", "Meters")
     if units.lower() not in LENGTH_UNITS:
-        raise FormatError(f"{at('Length Units')}: unknown Length Units {units!r}; expected one of "
-                          f"{', '.join(u.title() for u in LENGTH_UNITS)}")  # fmt: skip
+        raise FormatError(
+            f"{at('Length Units')}: unknown Length Units {units!r}; expected one of "
+            f"{', '.join(u.title() for u in LENGTH_UNITS)}"
+        )
     rot_type = settings.get("Rotation Type", "Quaternion")
     if rot_type.lower() != "quaternion" and rot_type.upper() not in EULER_TYPES:
-        raise FormatError(f"{at('Rotation Type')}: unknown Rotation Type {rot_type!r}; expected "
-                          f"Quaternion or one of {', '.join(EULER_TYPES)}")  # fmt: skip
+        raise FormatError(
+            f"{at('Rotation Type')}: unknown Rotation Type {rot_type!r}; expected "
+            f"Quaternion or one of {', '.join(EULER_TYPES)}"
+        )
     key = "Export Frame Rate" if settings.get("Export Frame Rate") else "Capture Frame Rate"
     rate = settings.get(key)
     try:
         fps = float(rate)
     except (TypeError, ValueError):
-        raise FormatError(f"{at(key)}: no usable frame rate (Export/Capture Frame Rate is "
-                          f"{rate!r})") from None  # fmt: skip
+        raise FormatError(
+            f"{at(key)}: no usable frame rate (Export/Capture Frame Rate is {rate!r})"
+        ) from None
     if not (np.isfinite(fps) and fps > 0):
         raise FormatError(f"{at(key)}: frame rate {fps!r} is not positive")
     rt = "quaternion" if rot_type.lower() == "quaternion" else rot_type.upper()
@@ -234,11 +250,13 @@ def _numbers(path: Path, data: list[list[str]], head: _Header) -> np.ndarray:
     for i, row in enumerate(data):
         line = head.data_line + i
         if len(row) > width and any(c.strip() for c in row[width:]):
-            raise FormatError(f"{path}:{line}:{width + 1}: row has {len(_strip(row))} cells, "
-                              f"the header {width}")  # fmt: skip
+            raise FormatError(
+                f"{path}:{line}:{width + 1}: row has {len(_strip(row))} cells, the header {width}"
+            )
         if len(row) < width:
-            raise FormatError(f"{path}:{line}:{len(row) + 1}: row has {len(row)} cells, the "
-                              f"header {width}")  # fmt: skip
+            raise FormatError(
+                f"{path}:{line}:{len(row) + 1}: row has {len(row)} cells, the header {width}"
+            )
         for j in range(width):
             cell = row[j].strip()
             if cell:
@@ -257,8 +275,10 @@ def _take(path: Path, table: np.ndarray, obj: _Column, kind: str, axes: str) -> 
     for a in axes:
         j = obj.cols.get((kind, a))
         if j is None:
-            raise FormatError(f"{path}:{obj.line}:{obj.first + 1}: {obj.type} {obj.name!r} has "
-                              f"no {kind} {a} column")  # fmt: skip
+            raise FormatError(
+                f"{path}:{obj.line}:{obj.first + 1}: {obj.type} {obj.name!r} has "
+                f"no {kind} {a} column"
+            )
         idx.append(j)
     return table[:, idx]
 
@@ -276,8 +296,9 @@ def _plates(path, table, plates, rot_type, scale, data_line):
             r = _take(path, table, obj, "Rotation", rot_type)
         ok = ~np.isnan(p).any(1) & ~np.isnan(r).any(1)
         if not ok.any():
-            raise FormatError(f"{path}:{obj.line}:{obj.first + 1}: {obj.type} {obj.name!r} is "
-                              f"empty throughout")  # fmt: skip
+            raise FormatError(
+                f"{path}:{obj.line}:{obj.first + 1}: {obj.type} {obj.name!r} is empty throughout"
+            )
         if rot_type == "quaternion":
             _check_unit(path, obj, r, ok, data_line)
         valid[:, k], pos[ok, k] = ok, p[ok] @ Y_UP_TO_Z_UP.T
@@ -297,9 +318,11 @@ def _check_unit(path: Path, obj: _Column, quats: np.ndarray, ok: np.ndarray, dat
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         col = obj.cols[("Rotation", "X")] + 1
-        raise DataError(f"{path}:{data_line + i}:{col}: {obj.type} {obj.name!r}: quaternion of "
-                        f"norm {np.sqrt(norm2[i]):.6g} is not a rotation (|‖q‖² − 1| > "
-                        f"{ROTATION_TOLERANCE:g})")  # fmt: skip
+        raise DataError(
+            f"{path}:{data_line + i}:{col}: {obj.type} {obj.name!r}: quaternion of "
+            f"norm {np.sqrt(norm2[i]):.6g} is not a rotation (|‖q‖² − 1| > "
+            f"{ROTATION_TOLERANCE:g})"
+        )
 
 
 def _rotmat(path: Path, obj: _Column, r: np.ndarray, rot_type: str) -> np.ndarray:
@@ -308,8 +331,9 @@ def _rotmat(path: Path, obj: _Column, r: np.ndarray, rot_type: str) -> np.ndarra
     if rot_type == "quaternion":
         norm = rt.norm(dim=-1)
         if (norm < 1e-6).any():
-            raise FormatError(f"{path}:{obj.line}:{obj.first + 1}: {obj.name!r} has a zero "
-                              f"quaternion")  # fmt: skip
+            raise FormatError(
+                f"{path}:{obj.line}:{obj.first + 1}: {obj.name!r} has a zero quaternion"
+            )
         return roma.unitquat_to_rotmat(rt / norm[:, None]).numpy()
     return roma.euler_to_rotmat(rot_type, rt, degrees=True).numpy()
 

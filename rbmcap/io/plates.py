@@ -82,8 +82,10 @@ class PlateDefinition:
 
     def __post_init__(self) -> None:
         if self.frame is not None and (self.markers != self.frame or self.local is not None):
-            raise ValueError(f"plate {self.name!r}: a frame plate's markers are its frame "
-                             "points and it has no local coordinates")  # fmt: skip
+            raise ValueError(
+                f"plate {self.name!r}: a frame plate's markers are its frame "
+                "points and it has no local coordinates"
+            )
 
     @classmethod
     def from_frame(cls, name: str, origin: str, x: str, y: str) -> PlateDefinition:
@@ -175,8 +177,9 @@ def _parse_frame_plate(name: str, entry: dict, where: str) -> PlateDefinition:
     if "markers" in keys or "local" in keys:
         raise ConfigError(f"{where}: give either 'markers' (and 'local') or 'frame', not both")
     if keys != {"frame"}:
-        raise ConfigError(f"{where}: unknown keys {short_repr(sorted(keys - {'frame'}))} "
-                          "(expected frame)")  # fmt: skip
+        raise ConfigError(
+            f"{where}: unknown keys {short_repr(sorted(keys - {'frame'}))} (expected frame)"
+        )
     frame = entry["frame"]
     expected = "'frame: {origin: NAME, x: NAME, y: NAME}'"
     if not isinstance(frame, dict) or set(map(str, frame)) != set(FRAME_KEYS) or len(frame) != 3:
@@ -187,15 +190,19 @@ def _parse_frame_plate(name: str, entry: dict, where: str) -> PlateDefinition:
             raise ConfigError(f"{where}: frame.{key}: {short_repr(frame[key])} is not a point name")
     origin, x, y = (str(frame[k]) for k in FRAME_KEYS)
     if len({origin, x, y}) != 3:
-        raise ConfigError(f"{where}: frame: origin, x and y must be three different points, got "
-                          f"{short_repr([origin, x, y])}")  # fmt: skip
+        raise ConfigError(
+            f"{where}: frame: origin, x and y must be three different points, got "
+            f"{short_repr([origin, x, y])}"
+        )
     return PlateDefinition.from_frame(name, origin, x, y)
 
 
 def save_plate_definitions(path: str | Path, defs: dict[str, PlateDefinition]) -> Path:
     """Write ``defs`` as a plates YAML (atomically); estimated coordinates carry their note."""
-    lines = ["# plates.yaml: plate -> member markers, local coordinates in metres (plate frame),",
-             "# or a frame given by three points (origin, x, y)"]  # fmt: skip
+    lines = [
+        "# plates.yaml: plate -> member markers, local coordinates in metres (plate frame),",
+        "# or a frame given by three points (origin, x, y)",
+    ]
     for d in defs.values():
         if d.note:
             lines.append(f"# {d.name}: {d.note}")
@@ -204,10 +211,12 @@ def save_plate_definitions(path: str | Path, defs: dict[str, PlateDefinition]) -
         else:
             entry = {"markers": list(d.markers)}
         if d.local is not None:
-            entry["local"] = {m: [round(float(x), 6) for x in xyz]
-                              for m, xyz in zip(d.markers, d.local)}  # fmt: skip
-        text = yaml.safe_dump({d.name: entry}, sort_keys=False, default_flow_style=None,
-                              allow_unicode=True)  # fmt: skip
+            entry["local"] = {
+                m: [round(float(x), 6) for x in xyz] for m, xyz in zip(d.markers, d.local)
+            }
+        text = yaml.safe_dump(
+            {d.name: entry}, sort_keys=False, default_flow_style=None, allow_unicode=True
+        )
         lines.append(text.rstrip("\n"))
     return write_text_atomic(path, "\n".join(lines) + "\n")
 
@@ -234,8 +243,10 @@ def estimate_local(capture: Capture, definition: PlateDefinition) -> PlateDefini
     pts, vis = _member_points(capture, definition)
     full = vis.all(axis=1)
     if not full.any():
-        raise DataError(f"plate {definition.name!r}: no frame sees all of "
-                        f"{list(definition.markers)}; give its local coordinates")  # fmt: skip
+        raise DataError(
+            f"plate {definition.name!r}: no frame sees all of "
+            f"{list(definition.markers)}; give its local coordinates"
+        )
     x = torch.from_numpy(pts[full])
     x = x - x.mean(dim=1, keepdim=True)
     ref = x[0]
@@ -359,8 +370,10 @@ def plates_from_points(
         _member_points(capture, d)
     missing = [name for name, d in defs.items() if d.frame is None and d.local is None]
     if missing and _is_shipped(path):
-        raise ConfigError(f"{path}: plates {missing} have no local coordinates; copy the file "
-                          "and pass its path to estimate them")  # fmt: skip
+        raise ConfigError(
+            f"{path}: plates {missing} have no local coordinates; copy the file "
+            "and pass its path to estimate them"
+        )
     for name in missing:
         defs[name] = estimate_local(capture, defs[name])
     if missing:

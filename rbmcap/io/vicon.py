@@ -51,16 +51,22 @@ import roma
 import torch
 
 from rbmcap.errors import ConfigError, FormatError
+from rbmcap.io.formats import ROTATIONS
 
 KINDS = ("vicon-segments", "vicon-tracker", "vicon-trajectories")
-ROTATIONS = ("helical", "euler_xyz", "euler_xzy", "euler_yxz", "euler_yzx", "euler_zxy",
-             "euler_zyx")  # fmt: skip
 PLATE_SECTIONS = ("Segments", "Joints", "Model Outputs")
 SECTION_NAMES = (*PLATE_SECTIONS, "Trajectories", "Devices")
 LENGTH_UNITS = {"mm": 0.001, "cm": 0.01, "m": 1.0}
 ANGLE_UNITS = ("deg", "rad")
-UNIT_ALIASES = {"degrees": "deg", "°": "deg", "radians": "rad", "millimeters": "mm",
-                "millimetres": "mm", "meters": "m", "metres": "m"}  # fmt: skip
+UNIT_ALIASES = {
+    "degrees": "deg",
+    "°": "deg",
+    "radians": "rad",
+    "millimeters": "mm",
+    "millimetres": "mm",
+    "meters": "m",
+    "metres": "m",
+}
 DEFAULT_FPS = 100.0
 """Vicon's default capture rate, used (with a warning) for a trimmed file when no fps is given."""
 PLATE_AXES = ("RX", "RY", "RZ", "TX", "TY", "TZ")
@@ -197,8 +203,10 @@ def _sections(path: Path, rows: list[Row]) -> list[_Section]:
                 continue  # an empty section
             line, cells = block[0]
             got = ",".join(cells)[:60]
-            raise FormatError(f"{path}:{line}:1: expected a Vicon section (name, rate, names, "
-                              f"'Frame,Sub Frame,…' rows), got {got!r}")  # fmt: skip
+            raise FormatError(
+                f"{path}:{line}:1: expected a Vicon section (name, rate, names, "
+                f"'Frame,Sub Frame,…' rows), got {got!r}"
+            )
         out.append(_section(path, block, k))
     return out
 
@@ -212,8 +220,9 @@ def _section(path: Path, block: list[Row], k: int) -> _Section:
         if len(cells) == 1 and _is_number(cells[0]):
             rate = float(cells[0].replace(",", "."))
             if not (np.isfinite(rate) and rate > 0):
-                raise FormatError(f"{path}:{line}:1: frame rate {cells[0]!r} is not a positive "
-                                  f"number")  # fmt: skip
+                raise FormatError(
+                    f"{path}:{line}:1: frame rate {cells[0]!r} is not a positive number"
+                )
     names = block[k - 1] if k >= 1 and not (len(block[k - 1][1]) == 1) else None
     rest = block[k + 1 :]
     units = rest[0] if rest and not any(_is_number(c) for c in rest[0][1] if c) else None
@@ -243,8 +252,9 @@ def _groups(path: Path, sec: _Section, names: Row | None) -> None:
         target.append(_Group(name, j, width))
         j += width
     if not sec.plates and not sec.points and sec.title in ("Trajectories", ""):
-        raise FormatError(f"{path}:{sec.axis[0]}:3: axis row has no RX,RY,RZ,TX,TY,TZ or X,Y,Z "
-                          f"column group")  # fmt: skip
+        raise FormatError(
+            f"{path}:{sec.axis[0]}:3: axis row has no RX,RY,RZ,TX,TY,TZ or X,Y,Z column group"
+        )
 
 
 def _group_name(names: Row | None, j: int, count: int) -> str:
@@ -266,12 +276,15 @@ def _table(path: Path, sec: _Section, sep: str) -> np.ndarray:
     cells = []
     for line, row in sec.data:
         if len(row) > width:
-            raise FormatError(f"{path}:{line}:{width + 1}: row has {len(row)} cells, the axis "
-                              f"row on line {sec.axis[0]} has {width}")  # fmt: skip
+            raise FormatError(
+                f"{path}:{line}:{width + 1}: row has {len(row)} cells, the axis "
+                f"row on line {sec.axis[0]} has {width}"
+            )
         cells.append(row + [""] * (width - len(row)))
     if not cells:
-        raise FormatError(f"{path}:{sec.axis[0]}:1: section {sec.title or '(trimmed)'!r} has no "
-                          f"data rows")  # fmt: skip
+        raise FormatError(
+            f"{path}:{sec.axis[0]}:1: section {sec.title or '(trimmed)'!r} has no data rows"
+        )
     flat = [[c.replace(",", ".") if sep == ";" else c for c in r] for r in cells]
     try:
         table = np.array([[c or "nan" for c in r] for r in flat], dtype=np.float64)
@@ -304,8 +317,10 @@ def _frames(path: Path, sec: _Section, table: np.ndarray) -> tuple[np.ndarray, n
     whole = (np.abs(table[:, 0]) < MAX_FRAME) & (table[:, 0] == np.round(table[:, 0]))
     if not whole.all():
         bad = int(np.flatnonzero(~whole)[0])
-        raise FormatError(f"{path}:{sec.data[bad][0]}:1: frame number {table[bad, 0]:g} is not "
-                          f"a whole number below {MAX_FRAME:.0e}")  # fmt: skip
+        raise FormatError(
+            f"{path}:{sec.data[bad][0]}:1: frame number {table[bad, 0]:g} is not "
+            f"a whole number below {MAX_FRAME:.0e}"
+        )
     keep = np.ones(len(table), bool)
     if sec.axis[1][1].lower() == "sub frame":
         keep = np.nan_to_num(table[:, 1], nan=0.0) == 0
@@ -318,8 +333,10 @@ def _unit(path: Path, sec: _Section, col: int, allowed) -> str | None:
         return None
     unit = UNIT_ALIASES.get(sec.units[1][col].lower(), sec.units[1][col])
     if unit not in allowed:
-        raise FormatError(f"{path}:{sec.units[0]}:{col + 1}: unknown unit {unit!r}; expected "
-                          f"one of {', '.join(allowed)}")  # fmt: skip
+        raise FormatError(
+            f"{path}:{sec.units[0]}:{col + 1}: unknown unit {unit!r}; expected "
+            f"one of {', '.join(allowed)}"
+        )
     return unit
 
 
@@ -359,8 +376,9 @@ def _plates(path, sec, table, rows, rotation, angle_unit):
     for k, g in enumerate(sec.plates):
         vals, ok = _values(path, sec, table, rows, g)
         if not ok.any():
-            raise FormatError(f"{path}:{sec.axis[0]}:{g.col + 1}: object {g.name!r} is empty "
-                              f"throughout")  # fmt: skip
+            raise FormatError(
+                f"{path}:{sec.axis[0]}:{g.col + 1}: object {g.name!r} is empty throughout"
+            )
         units = {_unit(path, sec, g.col + i, ANGLE_UNITS) for i in range(3)} - {None}
         if len(units) > 1:
             raise FormatError(
@@ -427,8 +445,9 @@ def read_vicon(
 
 def _check_options(kind: str, rotation: str, angle_unit: str | None) -> None:
     if kind != "auto" and kind not in KINDS:
-        raise ConfigError(f"unknown Vicon kind {kind!r}; expected auto or one of "
-                          f"{', '.join(KINDS)}")  # fmt: skip
+        raise ConfigError(
+            f"unknown Vicon kind {kind!r}; expected auto or one of {', '.join(KINDS)}"
+        )
     if rotation not in ROTATIONS:
         raise ConfigError(f"unknown rotation {rotation!r}; expected one of {', '.join(ROTATIONS)}")
     if angle_unit not in (None, *ANGLE_UNITS):
@@ -456,8 +475,10 @@ def _resolve_kind(path: Path, rows: list[Row], kind: str) -> str:
 def _plate_section(path: Path, sections: list[_Section]) -> _Section:
     with_plates = [s for s in sections if s.plates]
     if not with_plates:
-        raise FormatError(f"{path}: no object with RX,RY,RZ,TX,TY,TZ columns (a Segments or "
-                          f"Tracker export); for marker points use vicon-trajectories")  # fmt: skip
+        raise FormatError(
+            f"{path}: no object with RX,RY,RZ,TX,TY,TZ columns (a Segments or "
+            f"Tracker export); for marker points use vicon-trajectories"
+        )
     return next((s for s in with_plates if s.title == "Segments"), with_plates[0])
 
 
@@ -478,14 +499,25 @@ def _assemble(path, kind, sep, plate_sec, point_sec, rotation, angle_unit, fps):
         pts = _aligned_points(path, point_sec, sep, frames, table if main is point_sec else None)
     rate = fps if fps is not None else main.rate
     if rate is None:
-        warnings.warn(f"{path}: no rate line (a trimmed export): assuming {DEFAULT_FPS:g} Hz; "
-                      f"pass fps= to say", UserWarning, stacklevel=3)  # fmt: skip
+        warnings.warn(
+            f"{path}: no rate line (a trimmed export): assuming {DEFAULT_FPS:g} Hz; "
+            f"pass fps= to say",
+            UserWarning,
+            stacklevel=3,
+        )
         rate = DEFAULT_FPS
     return Capture(
-        fps=rate, names=[g.name for g in plate_sec.plates] if plate_sec else [], pos=pos,
-        rot=rot, valid=valid, frame_numbers=frames, format=kind, source=str(path),
-        extra={"fps_from_file": fps is None and main.rate is not None}, **pts,
-    )  # fmt: skip
+        fps=rate,
+        names=[g.name for g in plate_sec.plates] if plate_sec else [],
+        pos=pos,
+        rot=rot,
+        valid=valid,
+        frame_numbers=frames,
+        format=kind,
+        source=str(path),
+        extra={"fps_from_file": fps is None and main.rate is not None},
+        **pts,
+    )
 
 
 def _aligned_points(path, sec, sep, frames, table) -> dict:

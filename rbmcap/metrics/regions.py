@@ -14,15 +14,30 @@ from rbmcap.skeleton import SMPL_JOINT_NAMES
 _REGION_NAMES = {
     "root": ("pelvis",),
     "upper_body": (
-        "spine1", "spine2", "spine3", "neck", "left_collar", "right_collar", "head",
-        "left_shoulder", "right_shoulder", "left_elbow", "right_elbow",
+        "spine1",
+        "spine2",
+        "spine3",
+        "neck",
+        "left_collar",
+        "right_collar",
+        "head",
+        "left_shoulder",
+        "right_shoulder",
+        "left_elbow",
+        "right_elbow",
     ),
     "lower_body": (
-        "left_hip", "right_hip", "left_knee", "right_knee", "left_ankle", "right_ankle",
-        "left_foot", "right_foot",
+        "left_hip",
+        "right_hip",
+        "left_knee",
+        "right_knee",
+        "left_ankle",
+        "right_ankle",
+        "left_foot",
+        "right_foot",
     ),
     "hands": ("left_wrist", "right_wrist", "left_hand", "right_hand"),
-}  # fmt: skip
+}
 
 JOINT_REGIONS: MappingProxyType[str, tuple[int, ...]] = MappingProxyType(
     {

@@ -218,8 +218,9 @@ def _read_channels(tokens: _Tokens) -> list[str]:
     while tokens.pos < len(tokens.items) and tokens.items[tokens.pos][1] == line:
         chans.append(tokens.next())
     if len(chans) != count:
-        tokens.fail(f"{count} channel name(s) after CHANNELS {count} on its line, "
-                    f"found {len(chans)}")  # fmt: skip
+        tokens.fail(
+            f"{count} channel name(s) after CHANNELS {count} on its line, found {len(chans)}"
+        )
     for k, c in enumerate(chans):
         if c.lower() not in _ROT and c.lower() not in _POS:
             tokens.pos -= len(chans) - k - 1  # point at the bad name
@@ -236,8 +237,10 @@ def _read_motion(tokens: _Tokens, width: int) -> tuple[np.ndarray, float, list[i
     tokens.expect("TIME:")
     frame_time = tokens.float()
     if not MIN_FRAME_TIME <= frame_time <= MAX_FRAME_TIME:
-        tokens.fail(f"a Frame Time between {MIN_FRAME_TIME:g} and {MAX_FRAME_TIME:g} s",
-                    tokens.items[tokens.pos - 1][0])  # fmt: skip
+        tokens.fail(
+            f"a Frame Time between {MIN_FRAME_TIME:g} and {MAX_FRAME_TIME:g} s",
+            tokens.items[tokens.pos - 1][0],
+        )
     if tokens.pos < len(tokens.items):
         tokens.pos += 1
         tokens.fail("the frame data on the line after Frame Time", tokens.items[tokens.pos - 1][0])
@@ -290,8 +293,9 @@ def _frame_values(tokens: _Tokens, num_frames: int, width: int) -> tuple[np.ndar
 def _first_bad_value(frames: np.ndarray | None, rows: list[list[str]]) -> tuple[int, int] | None:
     """(frame, cell) of the first value that is not a number (``frames`` None) or not finite."""
     if frames is None:
-        return next((f, c) for f, row in enumerate(rows) for c, v in enumerate(row)
-                    if not _is_float(v))  # fmt: skip
+        return next(
+            (f, c) for f, row in enumerate(rows) for c, v in enumerate(row) if not _is_float(v)
+        )
     bad = np.argwhere(~np.isfinite(frames))
     return (int(bad[0, 0]), int(bad[0, 1])) if len(bad) else None
 

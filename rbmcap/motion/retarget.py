@@ -164,24 +164,48 @@ def _map_problems(jm: JointMap) -> list[tuple[str, object, str]]:
     loose_direction = [j for j in jm.direction_only if j not in jm.joints or j == "pelvis"]
     loose_neutral = [j for j in jm.neutral if j not in jm.joints]
     rules = [
-        ("joints", unknown, not unknown,
-         "unknown SMPL joint(s); expected names from rbmcap.skeleton.SMPL_JOINT_NAMES"),
-        ("joints", sorted(jm.joints), "pelvis" in jm.joints,
-         "the pelvis must be mapped (it carries the root motion)"),
-        ("units_to_metres", jm.units_to_metres, 0 < jm.units_to_metres <= MAX_UNITS_TO_METRES,
-         f"expected a positive number (≤ {MAX_UNITS_TO_METRES:g})"),
+        (
+            "joints",
+            unknown,
+            not unknown,
+            "unknown SMPL joint(s); expected names from rbmcap.skeleton.SMPL_JOINT_NAMES",
+        ),
+        (
+            "joints",
+            sorted(jm.joints),
+            "pelvis" in jm.joints,
+            "the pelvis must be mapped (it carries the root motion)",
+        ),
+        (
+            "units_to_metres",
+            jm.units_to_metres,
+            0 < jm.units_to_metres <= MAX_UNITS_TO_METRES,
+            f"expected a positive number (≤ {MAX_UNITS_TO_METRES:g})",
+        ),
         ("up_axis", jm.up_axis, jm.up_axis in ("y", "z"), "expected 'y' or 'z'"),
         ("reference_frame", ref, ref is None or ref >= 0, "expected a frame index ≥ 0 or null"),
         ("direction_only", loose_direction, not loose_direction, "names unmapped joint(s)"),
         ("alignment", jm.alignment, jm.alignment in ALIGNMENTS, f"expected one of {ALIGNMENTS}"),
-        ("reference_frame", ref, jm.alignment != "motion" or ref is None,
-         "alignment 'motion' takes no reference_frame"),
+        (
+            "reference_frame",
+            ref,
+            jm.alignment != "motion" or ref is None,
+            "alignment 'motion' takes no reference_frame",
+        ),
         ("neutral", loose_neutral, not loose_neutral, "names unmapped joint(s)"),
-        ("neutral", list(jm.neutral), not jm.neutral or jm.alignment == "motion",
-         "neutral joints need alignment: motion"),
-        ("first_frame", jm.first_frame, jm.first_frame in FIRST_FRAME_MODES,
-         f"expected one of {FIRST_FRAME_MODES}"),
-    ]  # fmt: skip
+        (
+            "neutral",
+            list(jm.neutral),
+            not jm.neutral or jm.alignment == "motion",
+            "neutral joints need alignment: motion",
+        ),
+        (
+            "first_frame",
+            jm.first_frame,
+            jm.first_frame in FIRST_FRAME_MODES,
+            f"expected one of {FIRST_FRAME_MODES}",
+        ),
+    ]
     return [(key, value, problem) for key, value, ok, problem in rules if not ok]
 
 
@@ -239,10 +263,15 @@ def retarget_bvh(
         betas=np.zeros(kin.body.num_betas) if betas is None else betas,
         fps=bvh.fps,
         name=name or Path(bvh.path).stem,
-        source={"file": bvh.path, "format": "bvh", "joint_map": joint_map.name,
-                "translation_scale": scale, "reference_frame": joint_map.reference_frame,
-                "first_frame_dropped": bool(drop)},
-    )  # fmt: skip
+        source={
+            "file": bvh.path,
+            "format": "bvh",
+            "joint_map": joint_map.name,
+            "translation_scale": scale,
+            "reference_frame": joint_map.reference_frame,
+            "first_frame_dropped": bool(drop),
+        },
+    )
     if fps is not None:
         motion = motion.resample(fps)
     _place_on_floor(motion, kin, floor)

@@ -17,8 +17,14 @@ from rbmcap.render.figure import ComparisonFigure
 from rbmcap.render.writers import check_output, write_animation, write_png
 
 
-def render_comparison(comparison: Comparison, out: str | Path, *, out_fps: float = 15.0,
-                      max_frames: int = 150, mesh: bool = True) -> Path:  # fmt: skip
+def render_comparison(
+    comparison: Comparison,
+    out: str | Path,
+    *,
+    out_fps: float = 15.0,
+    max_frames: int = 150,
+    mesh: bool = True,
+) -> Path:
     """Write ``comparison`` as an animated ``.gif`` or ``.mp4``; returns the path.
 
     Args:
@@ -40,8 +46,9 @@ def render_comparison(comparison: Comparison, out: str | Path, *, out_fps: float
     return out
 
 
-def render_still(comparison: Comparison, out: str | Path, frame: int = 0, *,
-                 mesh: bool = True) -> Path:  # fmt: skip
+def render_still(
+    comparison: Comparison, out: str | Path, frame: int = 0, *, mesh: bool = True
+) -> Path:
     """Write frame ``frame`` of ``comparison`` as a ``.png``; returns the path."""
     out = check_output(out, still=True)
     frame = comparison.check_frame(frame)

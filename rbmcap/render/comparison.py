@@ -65,8 +65,10 @@ class Comparison:
     def check_frame(self, frame: int) -> int:
         """``frame`` if it exists; DataError naming the valid range otherwise."""
         if not 0 <= frame < self.frames:
-            raise DataError(f"frame {frame} is out of range: {self.name!r} has {self.frames} "
-                            f"frames (0 … {self.frames - 1})")  # fmt: skip
+            raise DataError(
+                f"frame {frame} is out of range: {self.name!r} has {self.frames} "
+                f"frames (0 … {self.frames - 1})"
+            )
         return frame
 
 
@@ -82,8 +84,10 @@ def comparison_from_sequence(seq, body, methods: list[str] | None = None) -> Com
     keys = seq.methods if methods is None else ["truth", *(k for k in methods if k != "truth")]
     unknown = [k for k in keys if k not in seq.labels]
     if unknown:
-        raise DataError(f"sequence {seq.name!r} has no method {', '.join(map(repr, unknown))} "
-                        f"(it has {', '.join(seq.methods)})")  # fmt: skip
+        raise DataError(
+            f"sequence {seq.name!r} has no method {', '.join(map(repr, unknown))} "
+            f"(it has {', '.join(seq.methods)})"
+        )
     panels = tuple(pose_panel(k, seq.labels[k], seq.motion(k), body) for k in keys)
     plates = Plates(seq.pos, seq.rot, seq.valid, seq.plate_names)
     return Comparison(seq.name, seq.fps, panels, plates, body)
@@ -96,8 +100,10 @@ def comparison_from_motions(motions: list[SMPLMotion], body) -> Comparison:
         raise DataError("no motion to render")
     rates = {round(m.fps, 6) for m in motions}
     if len(rates) > 1:
-        raise DataError(f"motions have different frame rates ({', '.join(map(str, rates))} Hz): "
-                        "resample them first (rbmcap motion ...)")  # fmt: skip
+        raise DataError(
+            f"motions have different frame rates ({', '.join(map(str, rates))} Hz): "
+            "resample them first (rbmcap motion ...)"
+        )
     frames = min(m.num_frames for m in motions)
     panels = tuple(
         pose_panel(f"m{i}", m.name or f"motion {i}", m[:frames], body)

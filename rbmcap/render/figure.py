@@ -86,8 +86,11 @@ class ComparisonFigure:
         ax.set_ylim(y0, y1)
         ax.set_aspect("equal", adjustable="box")
         ax.set_axis_off()
-        p = {"floor": ax.add_collection(LineCollection([], colors=FLOOR_COLOUR, linewidths=0.8,
-                                                       zorder=0))}  # fmt: skip
+        p = {
+            "floor": ax.add_collection(
+                LineCollection([], colors=FLOOR_COLOUR, linewidths=0.8, zorder=0)
+            )
+        }
         if self.vertices is not None:
             p["mesh"] = MeshArtist(ax, self.comparison.body.faces.cpu().numpy())
         p["skeleton"] = SkeletonArtist(ax, head=self.vertices is None)
@@ -105,8 +108,11 @@ class ComparisonFigure:
 
     def _legend(self) -> None:
         """The plates' colours, bottom right (drawn once: it never changes)."""
-        legend = [("plates:", "#555555"), *zip("xyz", AXIS_COLOURS, strict=True),
-                  ("grey: missing (last seen)", MISSING)]  # fmt: skip
+        legend = [
+            ("plates:", "#555555"),
+            *zip("xyz", AXIS_COLOURS, strict=True),
+            ("grey: missing (last seen)", MISSING),
+        ]
         renderer = self.fig.canvas.get_renderer()
         right = 0.99
         for word, colour in reversed(legend):

@@ -57,12 +57,17 @@ class RenderOptions:
         if not self.inputs:
             raise ConfigError("render: nothing to render (give an eval folder or motion files)")
         if self.frame is not None and not self.still:
-            raise ConfigError(f"render option frame = {self.frame}: a still needs a .png out "
-                              f"(got {self.out.name})")  # fmt: skip
+            raise ConfigError(
+                f"render option frame = {self.frame}: a still needs a .png out "
+                f"(got {self.out.name})"
+            )
         if not self.fps > 0:
             raise ConfigError(f"render option fps = {self.fps}: must be positive")
-        if isinstance(self.max_frames, bool) or int(self.max_frames) != self.max_frames or \
-                self.max_frames < 1:  # fmt: skip
+        if (
+            isinstance(self.max_frames, bool)
+            or int(self.max_frames) != self.max_frames
+            or self.max_frames < 1
+        ):
             raise ConfigError(f"render option max_frames = {self.max_frames}: must be ≥ 1")
 
 

@@ -27,8 +27,10 @@ def load_comparison(
         seq = pick_sequence(paths[0], sequence)
         return comparison_from_sequence(seq, body_for(seq.body, seq.gender, body), methods)
     if sequence is not None or methods is not None:
-        raise DataError("--sequence and --methods choose from an `rbmcap eval` output folder, "
-                        "not from motion files")  # fmt: skip
+        raise DataError(
+            "--sequence and --methods choose from an `rbmcap eval` output folder, "
+            "not from motion files"
+        )
     folders = [str(p) for p in paths if p.is_dir()]
     if folders:
         raise DataError(f"{', '.join(folders)}: give one evaluation folder alone, or motion files")
@@ -74,5 +76,6 @@ def body_for(identity: str, gender: str, override: str | None = None):
     try:
         return load_body_model(source, gender=gender)
     except (ModelError, OSError) as exc:
-        raise ModelError(f"body model {identity!r} of the evaluation cannot be loaded ({exc}); "
-                         "pass --body PATH") from exc  # fmt: skip
+        raise ModelError(
+            f"body model {identity!r} of the evaluation cannot be loaded ({exc}); pass --body PATH"
+        ) from exc

@@ -17,8 +17,9 @@ SECTION = "## Worst sequence"
 _MARK = "<!-- rbmcap render-worst -->"
 
 
-def render_worst(folder: str | Path, *, method: str = "network", mesh: bool = True,
-                 max_frames: int = 90) -> Path:  # fmt: skip
+def render_worst(
+    folder: str | Path, *, method: str = "network", mesh: bool = True, max_frames: int = 90
+) -> Path:
     """Render the sequence of ``folder`` (an ``rbmcap eval`` output) where ``method``'s MPJPE
     is largest, every method side by side with the plates; mention it in ``report.md``.
 

@@ -56,8 +56,15 @@ def _write_gif(images: Iterable[np.ndarray], path: Path, fps: float) -> None:
     frames = [Image.fromarray(im).quantize(colors=255) for im in images]
     if not frames:
         raise ConfigError(f"{path}: no picture to write")
-    frames[0].save(path, format="GIF", save_all=True, append_images=frames[1:],
-                   duration=max(20, round(1000 / fps)), loop=0, disposal=1)  # fmt: skip
+    frames[0].save(
+        path,
+        format="GIF",
+        save_all=True,
+        append_images=frames[1:],
+        duration=max(20, round(1000 / fps)),
+        loop=0,
+        disposal=1,
+    )
 
 
 def _write_mp4(images: Iterable[np.ndarray], path: Path, fps: float) -> None:
@@ -80,6 +87,7 @@ def _ffmpeg():
     try:
         import imageio_ffmpeg
     except ImportError as exc:
-        raise ConfigError("an .mp4 needs imageio-ffmpeg (pip install imageio-ffmpeg); "
-                          "or write a .gif") from exc  # fmt: skip
+        raise ConfigError(
+            "an .mp4 needs imageio-ffmpeg (pip install imageio-ffmpeg); or write a .gif"
+        ) from exc
     return imageio_ffmpeg

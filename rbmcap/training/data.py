@@ -69,23 +69,23 @@ def make_dataset(
     preset at ``fps`` Hz (logging each step)."""
     from rbmcap.body import load_body_model
     from rbmcap.dataset import SynthOptions, synthesize_dataset
-    from rbmcap.motion.procedural.library import generate_library
 
     body_model = load_body_model(body)
     motions = Path(recipe.motions_dir)
     # Generation must not move the global RNGs: training numerics are the same whether or not
     # this run had to make its data.
     with torch.random.fork_rng(devices=[]):
-        if not motions.is_dir() or not any(motions.rglob("*.npz")):
-            log.info("generating %d procedural motions into %s (seed %d)", recipe.num, motions,
-                     recipe.seed)  # fmt: skip
-            generate_library(motions, recipe.num, recipe.seed, fps=fps,
-                             num_subjects=recipe.subjects or None, body=body_model)  # fmt: skip
+        add_procedural_motions(motions, recipe, fps, body_model)
         for source in recipe.bvh:
             add_bvh_motions(motions, source, fps, body_model)
         name = markers if isinstance(markers, str) else markers.get("name")
-        log.info("generating dataset %s: synthesising %s (markers %s, realism %s)", path,
-                 motions, name, realism)  # fmt: skip
+        log.info(
+            "generating dataset %s: synthesising %s (markers %s, realism %s)",
+            path,
+            motions,
+            name,
+            realism,
+        )
         splits = motions / "splits"
         synthesize_dataset(
             SynthOptions(
@@ -103,6 +103,29 @@ def make_dataset(
         )
 
 
+def add_procedural_motions(motions: Path, recipe: MotionRecipe, fps: float, body) -> None:
+    """Generate the ``recipe``'s procedural motions at ``fps`` Hz on ``body`` into ``motions``
+    unless it already holds motions (see :class:`MotionRecipe`)."""
+    from rbmcap.motion.procedural.library import generate_library
+
+    if motions.is_dir() and any(motions.rglob("*.npz")):
+        return
+    log.info(
+        "generating %d procedural motions into %s (seed %d)",
+        recipe.num,
+        motions,
+        recipe.seed,
+    )
+    generate_library(
+        motions,
+        recipe.num,
+        recipe.seed,
+        fps=fps,
+        num_subjects=recipe.subjects or None,
+        body=body,
+    )
+
+
 def add_bvh_motions(motions: Path, source: Mapping[str, Any], fps: float, body) -> None:
     """Retarget the BVH folder ``source['dir']`` into ``motions`` unless it is there already
     (see :class:`MotionRecipe`)."""
@@ -113,8 +136,12 @@ def add_bvh_motions(motions: Path, source: Mapping[str, Any], fps: float, body) 
         raise DataError(f"{folder}: no such folder of BVH clips (data.generate.bvh)")
     if (motions / folder.name).is_dir():
         return
-    log.info("retargeting the BVH clips of %s into %s (joint map %s)", folder, motions,
-             source.get("joint_map") or "auto")  # fmt: skip
+    log.info(
+        "retargeting the BVH clips of %s into %s (joint map %s)",
+        folder,
+        motions,
+        source.get("joint_map") or "auto",
+    )
     splits = {str(k): str(v) for k, v in dict(source.get("splits") or {}).items()}
     lists = build_motion_folder(
         folder,
@@ -134,8 +161,10 @@ def check_marker_set(path: Path, markers: MarkerSet) -> None:
     made = dict(Manifest.load(path).config.get("markers", {}))
     made.pop("vertex_ids", None)
     if made.get("name") != markers.name:
-        raise ConfigError(f"{path} was made with marker set {made.get('name')!r}, "
-                          f"the config asks for {markers.name!r}")  # fmt: skip
+        raise ConfigError(
+            f"{path} was made with marker set {made.get('name')!r}, "
+            f"the config asks for {markers.name!r}"
+        )
     if load_marker_set(made).fingerprint != markers.fingerprint:
         raise ConfigError(
             f"{path} was made with another definition of marker set {markers.name!r} than the "
@@ -157,9 +186,13 @@ class WindowDataset(Dataset):
     """
 
     def __init__(
-        self, path: str | Path, split: str, length: int, stride: int,
+        self,
+        path: str | Path,
+        split: str,
+        length: int,
+        stride: int,
         oversample: dict[str, int] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.data = RBMDataset(path, split)
         self.windows = self.data.windows(length, stride)
         if len(self.windows) == 0:
@@ -189,8 +222,9 @@ def window_repeats(windows, sequences, oversample: dict[str, int]) -> np.ndarray
     names = [s.name for s in sequences]
     for pattern, count in oversample.items():
         if int(count) < 1 or int(count) != count:
-            raise ConfigError(f"data.oversample[{pattern!r}] = {count}: expected a whole "
-                              "number >= 1")  # fmt: skip
+            raise ConfigError(
+                f"data.oversample[{pattern!r}] = {count}: expected a whole number >= 1"
+            )
         hit = [i for i, n in enumerate(names) if fnmatch.fnmatchcase(n, pattern)]
         if not hit:
             raise ConfigError(f"data.oversample: {pattern!r} matches no sequence of the split")
@@ -281,8 +315,9 @@ class RBMDataModule(L.LightningDataModule):
         if self.has_dataset():
             return
         if self.generate is None:
-            raise DataError(f"{self.path}: no dataset there and no recipe (data.generate) to "
-                            "make one")  # fmt: skip
+            raise DataError(
+                f"{self.path}: no dataset there and no recipe (data.generate) to make one"
+            )
         unset = [k for k, v in {**self.synthesis, "markers": self.markers}.items() if v is None]
         if unset:
             raise ConfigError(f"{self.path}: making the dataset needs {', '.join(unset)}")
@@ -291,8 +326,9 @@ class RBMDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         """Check the dataset exists (``prepare_data`` made it) and has the right marker set."""
         if not self.has_dataset():
-            raise DataError(f"{self.path}: no dataset there (prepare_data makes it when a "
-                            "recipe is configured)")  # fmt: skip
+            raise DataError(
+                f"{self.path}: no dataset there (prepare_data makes it when a recipe is configured)"
+            )
         if self.markers is not None:
             check_marker_set(self.path, load_marker_set(self.markers))
 
@@ -300,8 +336,9 @@ class RBMDataModule(L.LightningDataModule):
         if stage not in self._sets:
             stride = self.train_stride if stage == "train" else self.window
             repeats = self.oversample if stage == "train" else None
-            self._sets[stage] = WindowDataset(self.path, self.splits[stage], self.window, stride,
-                                              repeats)  # fmt: skip
+            self._sets[stage] = WindowDataset(
+                self.path, self.splits[stage], self.window, stride, repeats
+            )
         return self._sets[stage]
 
     def _loader(self, stage: str, shuffle: bool) -> DataLoader:

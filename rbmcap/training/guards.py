@@ -50,13 +50,18 @@ def check_finite_loss(terms: Mapping[str, torch.Tensor], epoch: int, step: int) 
 def check_finite_weights(state_dict: Mapping[str, Any], where: str | Path = "checkpoint") -> None:
     """DataError naming the first tensors of ``state_dict`` that hold a NaN or an infinity:
     such weights are never written to a checkpoint."""
-    bad = [name for name, value in state_dict.items()
-           if isinstance(value, torch.Tensor) and value.is_floating_point()
-           and not bool(torch.isfinite(value).all())]  # fmt: skip
+    bad = [
+        name
+        for name, value in state_dict.items()
+        if isinstance(value, torch.Tensor)
+        and value.is_floating_point()
+        and not bool(torch.isfinite(value).all())
+    ]
     if bad:
         names = ", ".join(bad[:4]) + (", ..." if len(bad) > 4 else "")
-        raise DataError(f"{where}: not saved: {len(bad)} weight tensors hold NaN or infinite "
-                        f"values ({names})")  # fmt: skip
+        raise DataError(
+            f"{where}: not saved: {len(bad)} weight tensors hold NaN or infinite values ({names})"
+        )
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -32,8 +32,14 @@ from rbmcap.training.dropout import drop_markers, hide_plates
 from rbmcap.training.guards import check_finite_loss, check_finite_weights
 
 LOSS_KEYS = (
-    "rotation", "w_rotation", "w_betas", "w_trans", "w_joints", "w_velocity", "w_acceleration"
-)  # fmt: skip
+    "rotation",
+    "w_rotation",
+    "w_betas",
+    "w_trans",
+    "w_joints",
+    "w_velocity",
+    "w_acceleration",
+)
 AUGMENT_KEYS = ("marker_dropout", "dropout_span", "hide_plates")
 """The keys of the ``loss`` and ``augment`` sections. Their values are written once, in the Hydra
 tree (``rbmcap/conf/loss``, ``train.yaml``); the module has no defaults."""
@@ -116,46 +122,85 @@ class RBMRegressor(L.LightningModule):
         self.loss_cfg = _section("loss", loss, LOSS_KEYS)
         self.optim_cfg = _section("optim", optim, OPTIM_KEYS)
         self.augment_cfg = _section("augment", augment, AUGMENT_KEYS)
-        self.save_hyperparameters(_plain_data({
-            "markers": markers, "plate_rest_rot": rest, "joint_template": jt,
-            "joint_shapedirs": js, "body_id": body_id, "features": features,
-            "rotations": rotations, "network": network, "loss": self.loss_cfg,
-            "optim": self.optim_cfg, "augment": self.augment_cfg, "num_betas": num_betas,
-            "seed": seed, "plate_rest_pos": rest_pos, "plate_shapedirs": plate_shapedirs,
-            "plate_fit": plate_fit, "fps": float(fps),
-        }))  # fmt: skip
+        hparams = {
+            "markers": markers,
+            "plate_rest_rot": rest,
+            "joint_template": jt,
+            "joint_shapedirs": js,
+            "body_id": body_id,
+            "features": features,
+            "rotations": rotations,
+            "network": network,
+            "loss": self.loss_cfg,
+            "optim": self.optim_cfg,
+            "augment": self.augment_cfg,
+            "num_betas": num_betas,
+            "seed": seed,
+            "plate_rest_pos": rest_pos,
+            "plate_shapedirs": plate_shapedirs,
+            "plate_fit": plate_fit,
+            "fps": float(fps),
+        }
+        self.save_hyperparameters(_plain_data(hparams))
         self.num_betas = num_betas
-        if rotations not in ("global", "local"):
-            raise ConfigError(f"rotations={rotations!r}: expected 'global' or 'local'")
-        self.global_rotations = rotations == "global"
-        self.encoder = FeatureEncoder(features, markers["parents"], rest, markers.get("joints"),
-                                      plate_rest_pos=rest_pos,
-                                      rest_joints=jt)  # fmt: skip
-        net_kwargs = dict(network)
-        name = net_kwargs.pop("name")
-        self.out_dim = 24 * 6 + num_betas + 3
-        self.net = build_network(name, self.encoder.dim, self.out_dim, **net_kwargs)
-        if self.encoder.prior is not None and self.is_causal:
-            self.encoder.prior.fill = False
-        if self.global_rotations and self.encoder.has_prior:
-            _zero_output_layer(self.net, self.out_dim)
+        self.global_rotations = _global_rotations(rotations)
+        self._build_encoder_and_network(features, markers, rest, rest_pos, jt, network)
         self.joint_model = JointModel(jt, js)
         self.plate_fit = self._build_plate_fit(plate_fit, rest_pos, plate_shapedirs)
         self._register_constants()
         self.rotation_loss = rotation_loss(self.loss_cfg["rotation"])
         self._generator = torch.Generator().manual_seed(seed)
 
+    def _build_encoder_and_network(
+        self,
+        features: str,
+        markers: dict[str, Any],
+        rest: torch.Tensor,
+        rest_pos: torch.Tensor,
+        rest_joints: torch.Tensor,
+        network: dict[str, Any],
+    ) -> None:
+        """``self.encoder`` of the plates' features and ``self.net`` from them to the
+        ``self.out_dim`` outputs, started at the kinematic prior where the encoder has one.
+
+        ``rest`` (N, 3, 3) and ``rest_pos`` (N, 3) are the plates' rest orientations and
+        positions (m), ``rest_joints`` (24, 3) the body's rest joints at zero betas (m)."""
+        self.encoder = FeatureEncoder(
+            features,
+            markers["parents"],
+            rest,
+            markers.get("joints"),
+            plate_rest_pos=rest_pos,
+            rest_joints=rest_joints,
+        )
+        net_kwargs = dict(network)
+        name = net_kwargs.pop("name")
+        self.out_dim = 24 * 6 + self.num_betas + 3
+        self.net = build_network(name, self.encoder.dim, self.out_dim, **net_kwargs)
+        if self.encoder.prior is not None and self.is_causal:
+            self.encoder.prior.fill = False
+        if self.global_rotations and self.encoder.has_prior:
+            _zero_output_layer(self.net, self.out_dim)
+
     def _build_plate_fit(self, cfg, rest_pos, shapedirs) -> PlateFit | None:
         """The closed-form shape and translation fit ``cfg`` asks for (None when off)."""
         if not cfg["enabled"]:
             return None
         if not (self.encoder.predicts_in_heading_frame and self.global_rotations):
-            raise ConfigError("plate_fit needs heading-frame features (canonical, kinematic, "
-                              "bones) and global rotations")  # fmt: skip
+            raise ConfigError(
+                "plate_fit needs heading-frame features (canonical, kinematic, "
+                "bones) and global rotations"
+            )
         sd = torch.as_tensor(shapedirs, dtype=torch.float32)
         jm = self.joint_model
-        return PlateFit(self.hparams["markers"]["joints"], rest_pos, sd, jm.joint_template,
-                        jm.joint_shapedirs, float(cfg["prior_weight"]))  # fmt: skip
+        return PlateFit(
+            self.hparams["markers"]["joints"],
+            rest_pos,
+            sd,
+            jm.joint_template,
+            jm.joint_shapedirs,
+            float(cfg["prior_weight"]),
+        )
 
     def _register_constants(self) -> None:
         """Decoding's constant tensors, as buffers (they follow the module's device; not saved)."""
@@ -263,11 +308,17 @@ class RBMRegressor(L.LightningModule):
     def _augmented_valid(self, valid: torch.Tensor) -> torch.Tensor:
         aug = self.augment_cfg
         if float(aug["marker_dropout"]) > 0:
-            valid = drop_markers(valid, float(aug["marker_dropout"]), int(aug["dropout_span"]),
-                                 self._generator, protect=self.encoder.root)  # fmt: skip
+            valid = drop_markers(
+                valid,
+                float(aug["marker_dropout"]),
+                int(aug["dropout_span"]),
+                self._generator,
+                protect=self.encoder.root,
+            )
         if float(aug["hide_plates"]) > 0:
-            valid = hide_plates(valid, float(aug["hide_plates"]), self._generator,
-                                protect=self.encoder.root)  # fmt: skip
+            valid = hide_plates(
+                valid, float(aug["hide_plates"]), self._generator, protect=self.encoder.root
+            )
         return valid
 
     def training_step(self, batch, batch_idx):
@@ -283,8 +334,14 @@ class RBMRegressor(L.LightningModule):
         terms, _ = self._losses(out, batch)
         check_finite_loss(terms, self.current_epoch, self.global_step)
         for k, v in terms.items():
-            self.log(f"train/{k}", v, prog_bar=k == "total", on_step=True, on_epoch=True,
-                     batch_size=valid.shape[0])  # fmt: skip
+            self.log(
+                f"train/{k}",
+                v,
+                prog_bar=k == "total",
+                on_step=True,
+                on_epoch=True,
+                batch_size=valid.shape[0],
+            )
         return terms["total"]
 
     def validation_step(self, batch, batch_idx):
@@ -293,11 +350,21 @@ class RBMRegressor(L.LightningModule):
         true_rot = roma.rotvec_to_rotmat(batch["poses"])
         n = batch["pos"].shape[0]
         self.log("val/loss", terms["total"], batch_size=n, sync_dist=True)
-        self.log("val/mpjpe_mm", 1e3 * mpjpe(pred_joints, batch["joints"]).mean(),
-                 prog_bar=True, batch_size=n, sync_dist=True)  # fmt: skip
+        self.log(
+            "val/mpjpe_mm",
+            1e3 * mpjpe(pred_joints, batch["joints"]).mean(),
+            prog_bar=True,
+            batch_size=n,
+            sync_dist=True,
+        )
         angle = joint_angle_error(out["rotmats"], true_rot).mean()
-        self.log("val/joint_angle_deg", math.degrees(1) * angle,
-                 prog_bar=True, batch_size=n, sync_dist=True)  # fmt: skip
+        self.log(
+            "val/joint_angle_deg",
+            math.degrees(1) * angle,
+            prog_bar=True,
+            batch_size=n,
+            sync_dist=True,
+        )
         root_err = global_orientation_error(out["rotmats"], true_rot).mean()
         self.log("val/root_angle_deg", math.degrees(1) * root_err, batch_size=n, sync_dist=True)
 
@@ -366,6 +433,13 @@ def _section(name: str, values: dict[str, Any], keys: tuple[str, ...]) -> dict[s
         parts += [f"unknown {', '.join(unknown)}"] if unknown else []
         raise ConfigError(f"{name}: {'; '.join(parts)} (expected keys: {', '.join(keys)})")
     return values
+
+
+def _global_rotations(rotations: str) -> bool:
+    """Whether the network's rotations are 'global' (else 'local'); ConfigError for others."""
+    if rotations not in ("global", "local"):
+        raise ConfigError(f"rotations={rotations!r}: expected 'global' or 'local'")
+    return rotations == "global"
 
 
 def _zero_output_layer(net: torch.nn.Module, out_dim: int) -> None:

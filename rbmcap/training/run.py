@@ -48,10 +48,16 @@ def marker_description(markers) -> dict[str, Any]:
     """Plain data about a marker set that a checkpoint needs (name, parents, carrying joints)."""
     from rbmcap.skeleton import SMPL_JOINT_NAMES
 
-    joints = [SMPL_JOINT_NAMES.index(a.joint) if isinstance(a.joint, str) else int(a.joint)
-              for a in markers.anchors]  # fmt: skip
-    return {"name": markers.name, "names": list(markers.names), "parents": list(markers.parents),
-            "joints": joints}  # fmt: skip
+    joints = [
+        SMPL_JOINT_NAMES.index(a.joint) if isinstance(a.joint, str) else int(a.joint)
+        for a in markers.anchors
+    ]
+    return {
+        "name": markers.name,
+        "names": list(markers.names),
+        "parents": list(markers.parents),
+        "joints": joints,
+    }
 
 
 def body_and_marker_facts(body, markers) -> dict[str, Any]:
@@ -112,19 +118,28 @@ def run_record(cfg: DictConfig, command: str | None) -> dict[str, Any]:
     data = cfg.data
     gen = data.get("generate")
     recipe: dict[str, Any] = {
-        "path": str(data.path), "body": str(data.body), "markers": str(cfg.markers.name),
-        "realism": str(data.realism), "fps": float(data.fps),
-    }  # fmt: skip
+        "path": str(data.path),
+        "body": str(data.body),
+        "markers": str(cfg.markers.name),
+        "realism": str(data.realism),
+        "fps": float(data.fps),
+    }
     if gen is not None:
-        recipe["procedural"] = {"num": int(gen.num), "seed": int(gen.seed),
-                                "subjects": int(gen.get("subjects") or 0)}  # fmt: skip
+        recipe["procedural"] = {
+            "num": int(gen.num),
+            "seed": int(gen.seed),
+            "subjects": int(gen.get("subjects") or 0),
+        }
         bvh = OmegaConf.to_container(gen.bvh, resolve=True) if gen.get("bvh") else []
         recipe["real"] = [
-            {"dir": Path(str(b["dir"])).name, "joint_map": str(b.get("joint_map") or "auto"),
-             "splits": {str(k): str(v) for k, v in dict(b.get("splits") or {}).items()},
-             **({"subject_pattern": b["subject_pattern"]} if b.get("subject_pattern") else {})}
+            {
+                "dir": Path(str(b["dir"])).name,
+                "joint_map": str(b.get("joint_map") or "auto"),
+                "splits": {str(k): str(v) for k, v in dict(b.get("splits") or {}).items()},
+                **({"subject_pattern": b["subject_pattern"]} if b.get("subject_pattern") else {}),
+            }
             for b in bvh
-        ]  # fmt: skip
+        ]
     if data.get("oversample"):
         recipe["oversample"] = {str(k): int(v) for k, v in data.oversample.items()}
     return {"command": command or "", "data": recipe}
@@ -140,21 +155,30 @@ def build_trainer(cfg: DictConfig, output_dir: Path):
     from rbmcap.training.loggers import build_logger
 
     checkpoint = ModelCheckpoint(
-        dirpath=output_dir / "checkpoints", filename="epoch{epoch:03d}-mpjpe{val/mpjpe_mm:.1f}",
-        monitor="val/mpjpe_mm", mode="min", auto_insert_metric_name=False,
-    )  # fmt: skip
+        dirpath=output_dir / "checkpoints",
+        filename="epoch{epoch:03d}-mpjpe{val/mpjpe_mm:.1f}",
+        monitor="val/mpjpe_mm",
+        mode="min",
+        auto_insert_metric_name=False,
+    )
     # Lightning's save_last writes last.ckpt only when the monitored figure improves: this one
     # writes it after every validation, so a killed run resumes from its latest epoch.
-    last = ModelCheckpoint(dirpath=output_dir / "checkpoints", filename=LAST,
-                           enable_version_counter=False)  # fmt: skip
+    last = ModelCheckpoint(
+        dirpath=output_dir / "checkpoints", filename=LAST, enable_version_counter=False
+    )
     logger = build_logger(cfg.logger, output_dir)
     callbacks = [checkpoint, last, EpochSummary()]
     if logger is not None:
         callbacks.append(LearningRateMonitor("step"))
     trainer_kwargs = OmegaConf.to_container(cfg.trainer, resolve=True)
     plugins = [*(trainer_kwargs.pop("plugins", None) or []), AtomicCheckpointIO()]
-    trainer = L.Trainer(default_root_dir=output_dir, logger=logger or False,
-                        callbacks=callbacks, plugins=plugins, **trainer_kwargs)  # fmt: skip
+    trainer = L.Trainer(
+        default_root_dir=output_dir,
+        logger=logger or False,
+        callbacks=callbacks,
+        plugins=plugins,
+        **trainer_kwargs,
+    )
     return trainer, checkpoint
 
 
@@ -176,8 +200,12 @@ def train(cfg: DictConfig, output_dir: str | Path, command: str | None = None) -
     datamodule = build_datamodule(cfg)
     trainer, checkpoint = build_trainer(cfg, output_dir)
     trainer.callbacks.append(RunRecord(run_record(cfg, command)))
-    log.info("model: %s features, %s network, %.2f M parameters", cfg.features, cfg.model.name,
-             sum(p.numel() for p in model.parameters()) / 1e6)  # fmt: skip
+    log.info(
+        "model: %s features, %s network, %.2f M parameters",
+        cfg.features,
+        cfg.model.name,
+        sum(p.numel() for p in model.parameters()) / 1e6,
+    )
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
     best = checkpoint.best_model_score
     last = [c.best_model_path for c in trainer.checkpoint_callbacks if c.filename == LAST]
@@ -192,6 +220,9 @@ def train(cfg: DictConfig, output_dir: str | Path, command: str | None = None) -
         "output_dir": str(output_dir),
         "data_path": str(datamodule.path),
     }
-    log.info("best validation MPJPE %.1f mm: %s", result["best_val_mpjpe_mm"] or float("nan"),
-             result["best_checkpoint"])  # fmt: skip
+    log.info(
+        "best validation MPJPE %.1f mm: %s",
+        result["best_val_mpjpe_mm"] or float("nan"),
+        result["best_checkpoint"],
+    )
     return result

@@ -56,8 +56,14 @@ def skin_layers(content: ViewContent, model: str | None = None) -> dict[str, Ski
     return out
 
 
-def start_viewer(content: ViewContent, *, host: str = "127.0.0.1", port: int = 8080,
-                 model: str | None = None, spread: float = 0.0) -> Viewer:  # fmt: skip
+def start_viewer(
+    content: ViewContent,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    model: str | None = None,
+    spread: float = 0.0,
+) -> Viewer:
     """Serve ``content`` on ``host:port`` (port 0: any free port) and return the running viewer;
     ``spread`` (m) starts the bodies side by side instead of overlaid.
 

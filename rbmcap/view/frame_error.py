@@ -26,8 +26,11 @@ def frame_errors_mm(joints: dict[str, np.ndarray], truth: str | None) -> dict[st
     if truth is None:
         return {}
     ref = torch.as_tensor(joints[truth], dtype=torch.float64)
-    return {key: mpjpe(torch.as_tensor(j, dtype=torch.float64), ref).numpy() * 1000.0
-            for key, j in joints.items() if key != truth}  # fmt: skip
+    return {
+        key: mpjpe(torch.as_tensor(j, dtype=torch.float64), ref).numpy() * 1000.0
+        for key, j in joints.items()
+        if key != truth
+    }
 
 
 def error_table(errors: dict[str, np.ndarray], labels: dict[str, str], step: int) -> str:

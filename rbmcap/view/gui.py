@@ -41,13 +41,13 @@ class ViewerPanel:
         with gui.add_folder("Layers"):
             for label, node in scene.toggles():
                 box = gui.add_checkbox(label, True)
-                box.on_update(lambda event, node=node: setattr(node, "visible",
-                                                               event.target.value))  # fmt: skip
+                box.on_update(lambda event, node=node: setattr(node, "visible", event.target.value))
                 self.toggles.append(box)
         self.frame.on_update(lambda event: self.show(int(event.target.value)))
         self._stop = threading.Event()
-        self._player = threading.Thread(target=self._play_loop, name="rbmcap-view-play",
-                                        daemon=True)  # fmt: skip
+        self._player = threading.Thread(
+            target=self._play_loop, name="rbmcap-view-play", daemon=True
+        )
         self._player.start()
 
     def show(self, step: int) -> None:

@@ -94,8 +94,9 @@ class ViewContent:
         return max(layer.frames / layer.fps for layer in (*self.bodies, *self.plates))
 
 
-def load_view(paths, sequence: str | None = None,
-              truth: str | os.PathLike | None = None) -> ViewContent:  # fmt: skip
+def load_view(
+    paths, sequence: str | None = None, truth: str | os.PathLike | None = None
+) -> ViewContent:
     """Read the inputs of ``rbmcap view`` (see the module docstring) into layers.
 
     Args:
@@ -117,8 +118,10 @@ def load_view(paths, sequence: str | None = None,
         b, p, t = _read_input(path, sequence, is_truth=truth is not None and i == len(paths) - 1)
         b = [_with_unique_key(layer, bodies, len(bodies) + k) for k, layer in enumerate(b)]
         if t is not None and truth_key is not None:
-            raise DataError(f"{path}: a second truth (already comparing against {truth_key!r}); "
-                            "view one evaluation at a time, or leave out --truth")  # fmt: skip
+            raise DataError(
+                f"{path}: a second truth (already comparing against {truth_key!r}); "
+                "view one evaluation at a time, or leave out --truth"
+            )
         truth_key = b[0].key if t is not None else truth_key
         bodies += b
         plates += [_unique_plates(layer, plates) for layer in p]
@@ -173,10 +176,15 @@ def _saved_layers(seq):
     """A saved evaluation sequence: one body layer per method (truth first) and its plates."""
     from rbmcap.evaluation.saved import TRUTH
 
-    bodies = [BodyLayer(key, label, seq.motion(key), seq.body, (0, 0, 0))
-              for key, label in seq.labels.items()]  # fmt: skip
-    plates = [PlateLayer("plates", f"plates ({seq.name})", seq.plate_names, seq.pos, seq.rot,
-                         seq.valid, seq.fps)]  # fmt: skip
+    bodies = [
+        BodyLayer(key, label, seq.motion(key), seq.body, (0, 0, 0))
+        for key, label in seq.labels.items()
+    ]
+    plates = [
+        PlateLayer(
+            "plates", f"plates ({seq.name})", seq.plate_names, seq.pos, seq.rot, seq.valid, seq.fps
+        )
+    ]
     return bodies, plates, (True if TRUTH in seq.labels else None)
 
 
@@ -185,8 +193,9 @@ def _capture_layer(path: Path) -> PlateLayer:
 
     cap = Capture.load(path)
     names = tuple(cap.names)
-    return PlateLayer(path.stem, f"plates ({path.stem})", names, cap.pos, cap.rot, cap.valid,
-                      cap.fps)  # fmt: skip
+    return PlateLayer(
+        path.stem, f"plates ({path.stem})", names, cap.pos, cap.rot, cap.valid, cap.fps
+    )
 
 
 def _with_unique_key(layer: BodyLayer, taken: list[BodyLayer], index: int) -> BodyLayer:

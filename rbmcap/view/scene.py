@@ -104,17 +104,22 @@ class ViewScene:
         name = f"/bodies/{layer.key}"
         root = self.server.scene.add_frame(name, show_axes=False)
         mesh = self.server.scene.add_mesh_skinned(
-            f"{name}/mesh", skinned.vertices, skinned.faces,
-            bone_wxyzs=np.tile([1.0, 0.0, 0.0, 0.0], (24, 1)), bone_positions=skinned.rest_joints,
-            skin_weights=skinned.weights, color=layer.colour,
-        )  # fmt: skip
+            f"{name}/mesh",
+            skinned.vertices,
+            skinned.faces,
+            bone_wxyzs=np.tile([1.0, 0.0, 0.0, 0.0], (24, 1)),
+            bone_positions=skinned.rest_joints,
+            skin_weights=skinned.weights,
+            color=layer.colour,
+        )
         segments = bone_segments(skinned.joints[0])
         darker = tuple(int(c * 0.6) for c in layer.colour)
         skeleton = self.server.scene.add_line_segments(
-            f"{name}/skeleton", segments, np.broadcast_to(np.array(darker, np.uint8),
-                                                          segments.shape).copy(),
+            f"{name}/skeleton",
+            segments,
+            np.broadcast_to(np.array(darker, np.uint8), segments.shape).copy(),
             thickness=SKELETON_THICKNESS_M,
-        )  # fmt: skip
+        )
         frames = layer_frames(self.steps, self.fps, layer.fps, layer.frames)
         return _BodyNodes(layer.key, root, mesh, skeleton, frames, skinned)
 
@@ -123,15 +128,20 @@ class ViewScene:
         n = len(layer.names)
         name = f"/plates/{layer.key}"
         observed = self.server.scene.add_batched_axes(
-            f"{name}/observed", wxyz[0], pos[0], np.ones(n, np.float32),
-            axes_length=PLATE_AXIS_M, axes_radius=PLATE_AXIS_M * 0.08,
-        )  # fmt: skip
+            f"{name}/observed",
+            wxyz[0],
+            pos[0],
+            np.ones(n, np.float32),
+            axes_length=PLATE_AXIS_M,
+            axes_radius=PLATE_AXIS_M * 0.08,
+        )
         segments = axis_segments(wxyz[0], pos[0], PLATE_AXIS_M)
         missing = self.server.scene.add_line_segments(
-            f"{name}/missing", segments,
+            f"{name}/missing",
+            segments,
             np.broadcast_to(np.array(MISSING_GREY, np.uint8), segments.shape).copy(),
             thickness=PLATE_AXIS_M * 0.1,
-        )  # fmt: skip
+        )
         frames = layer_frames(self.steps, self.fps, layer.fps, layer.frames)
         return _PlateNodes(layer.key, observed, missing, frames, wxyz, pos, layer.valid, ever)
 

@@ -45,8 +45,9 @@ def skin_motion(body, motion) -> SkinnedMesh:
     with torch.no_grad():
         rest = body(torch.zeros(24, 3), betas).vertices
         rest_joints = body.rest_joints(betas)
-        joints, grot = body.pose_joints(torch.as_tensor(motion.poses, dtype=torch.float32),
-                                        betas, torch.as_tensor(motion.trans))  # fmt: skip
+        joints, grot = body.pose_joints(
+            torch.as_tensor(motion.poses, dtype=torch.float32), betas, torch.as_tensor(motion.trans)
+        )
         xyzw = roma.rotmat_to_unitquat(grot)
     return SkinnedMesh(
         vertices=rest.numpy().astype(np.float32),

@@ -55,8 +55,21 @@ def test_fit_prior_from_a_motions_folder_reads_its_split(motions, tmp_path, caps
     every, n_all = motion_poses(motions, None)
     assert 0 < n_train < n_all and len(train) < len(every) and train.shape[1:] == (24, 3)
     out = tmp_path / "prior.npz"
-    assert main(["baseline", "fit-prior", "--motions", str(motions), "--components", "2",
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "baseline",
+                "fit-prior",
+                "--motions",
+                str(motions),
+                "--components",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert f"{n_train} motions" in capsys.readouterr().err
     prior = load_pose_prior(out)
     assert prior.num_components == 2 and prior.num_samples == len(train)
@@ -65,8 +78,16 @@ def test_fit_prior_from_a_motions_folder_reads_its_split(motions, tmp_path, caps
 
 def test_fit_prior_from_a_folder_without_motions_is_one_line(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
-    code = main(["baseline", "fit-prior", "--motions", str(tmp_path / "empty"),
-                 "--out", str(tmp_path / "p.npz")])  # fmt: skip
+    code = main(
+        [
+            "baseline",
+            "fit-prior",
+            "--motions",
+            str(tmp_path / "empty"),
+            "--out",
+            str(tmp_path / "p.npz"),
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == EXIT_DATA and len(err.splitlines()) == 1 and "no motion files" in err
     assert not (tmp_path / "p.npz").exists()

@@ -80,9 +80,11 @@ def check_inference(session: S.StaticSession, calib, label: str) -> str:
     clean = S.mpjpe_split(S.predict(session.clean), session)
     raw = S.mpjpe_split(S.predict(session.uncalibrated), session)
     cal = S.mpjpe_split(S.predict(session.capture, calib), session)
-    report = (f"{label}: MPJPE mm calibrated {_split(cal)}; clean plates {_split(clean)}; "
-              f"uncalibrated {_split(raw)}; ratio to clean {cal['whole'] / clean['whole']:.2f} "
-              f"(<= {CLEAN_RATIO})")  # fmt: skip
+    report = (
+        f"{label}: MPJPE mm calibrated {_split(cal)}; clean plates {_split(clean)}; "
+        f"uncalibrated {_split(raw)}; ratio to clean {cal['whole'] / clean['whole']:.2f} "
+        f"(<= {CLEAN_RATIO})"
+    )
     print(report)
     assert cal["whole"] <= CLEAN_RATIO * clean["whole"], report
     assert cal["whole"] < raw["whole"], report
@@ -120,9 +122,13 @@ def test_a_short_tpose_session_calibrates_close_to_clean_plates():
     mapped = apply_calibration(session.capture, calib)
     assert mapped.names == session.capture.names and mapped.num_frames == session.capture.num_frames
     err = S.offset_errors(calib, session)
-    check_inference(session, calib, f"smoke, betas estimated ({seconds:.1f} s, "
-                    f"{frames_used(calib, session)}); "
-                    f"{S.describe_offset_errors(err, session.names)}")  # fmt: skip
+    check_inference(
+        session,
+        calib,
+        f"smoke, betas estimated ({seconds:.1f} s, "
+        f"{frames_used(calib, session)}); "
+        f"{S.describe_offset_errors(err, session.names)}",
+    )
 
 
 def test_a_good_session_flags_no_plate():
@@ -141,9 +147,13 @@ def test_calibrated_inference_is_close_to_clean_plates(case):
     session = _session(case)
     calib, seconds = run_calibration(case, betas_given=False)
     err = S.offset_errors(calib, session)  # measured, not asserted: the shape trades with offsets
-    check_inference(session, calib, f"{case}, betas estimated ({seconds:.1f} s, "
-                    f"{frames_used(calib, session)}); "
-                    f"{S.describe_offset_errors(err, session.names)}")  # fmt: skip
+    check_inference(
+        session,
+        calib,
+        f"{case}, betas estimated ({seconds:.1f} s, "
+        f"{frames_used(calib, session)}); "
+        f"{S.describe_offset_errors(err, session.names)}",
+    )
 
 
 @pytest.mark.slow
@@ -153,8 +163,10 @@ def test_offsets_are_recovered_with_the_shape_given(case):
     session = _session(case)
     calib, seconds = run_calibration(case, betas_given=True)
     err = S.offset_errors(calib, session)
-    report = (f"{case}, betas given ({seconds:.1f} s, {frames_used(calib, session)}): "
-              f"{S.describe_offset_errors(err, session.names)}")  # fmt: skip
+    report = (
+        f"{case}, betas given ({seconds:.1f} s, {frames_used(calib, session)}): "
+        f"{S.describe_offset_errors(err, session.names)}"
+    )
     print(report)
     assert err["pos_mm"].max() <= MAX_POS_MM, report
     assert err["rot_deg"].max() <= MAX_ROT_DEG, report

@@ -105,9 +105,11 @@ def test_offsets_recovered_with_shape_given(scene):
         calib, scene, _true_offsets(scene, _window(calib))
     )
     pos0, rot0, _ = _offset_errors(calib, scene, _true_offsets(scene))
-    report = (f"offset errors: max {pos_mm.max():.2f} mm, {rot_deg.max():.2f} deg (against the "
-              f"wobble-free offsets: max {pos0.max():.2f} mm, {rot0.max():.2f} deg); common "
-              f"transform {common_mm:.1f} mm, {common_deg:.2f} deg")  # fmt: skip
+    report = (
+        f"offset errors: max {pos_mm.max():.2f} mm, {rot_deg.max():.2f} deg (against the "
+        f"wobble-free offsets: max {pos0.max():.2f} mm, {rot0.max():.2f} deg); common "
+        f"transform {common_mm:.1f} mm, {common_deg:.2f} deg"
+    )
     print(report)
     assert pos_mm.max() < 2.0, report
     assert rot_deg.max() < 1.0, report
@@ -123,11 +125,13 @@ def test_offsets_and_shape_estimated(scene):
         v_est = body.forward(torch.zeros(24, 3), calib.betas.astype(np.float32)).vertices
     v2v_mm = float((v_true - v_est).norm(dim=-1).mean() * 1000)
     beta_err = float(np.abs(calib.betas - scene.betas[: len(calib.betas)]).mean())
-    report = (f"shape estimated: offset errors mean {pos_mm.mean():.1f} / max "
-              f"{pos_mm.max():.1f} mm, "
-              f"mean {rot_deg.mean():.2f} / max {rot_deg.max():.2f} deg; common transform "
-              f"{common_mm:.1f} mm, {common_deg:.2f} deg; rest-pose V2V {v2v_mm:.1f} mm; "
-              f"mean |Δβ| {beta_err:.2f}")  # fmt: skip
+    report = (
+        f"shape estimated: offset errors mean {pos_mm.mean():.1f} / max "
+        f"{pos_mm.max():.1f} mm, "
+        f"mean {rot_deg.mean():.2f} / max {rot_deg.max():.2f} deg; common transform "
+        f"{common_mm:.1f} mm, {common_deg:.2f} deg; rest-pose V2V {v2v_mm:.1f} mm; "
+        f"mean |Δβ| {beta_err:.2f}"
+    )
     print(report)
     # measured (seed 0 walk, offsets seed 13): 13.3 / 22.8 mm, 0.51 / 1.71 deg, V2V 18.2 mm
     assert pos_mm.mean() < 20.0 and pos_mm.max() < 35.0 and rot_deg.max() < 3.0, report
@@ -159,8 +163,10 @@ def test_apply_calibration_maps_physical_plates_onto_virtual(scene):
     # once the body moves, no longer acts as one rigid transform.
     assert pos_mm.mean() < 14.0 and rot_deg.mean() < 3.5, report
     with pytest.raises(DataError, match="head"):
-        apply_calibration(scene.capture, Calibration(calib.betas, calib.frames, calib.rotation,
-                                                        calib.translation, {}))  # fmt: skip
+        apply_calibration(
+            scene.capture,
+            Calibration(calib.betas, calib.frames, calib.rotation, calib.translation, {}),
+        )
 
 
 def test_calibration_yaml_round_trip(scene, tmp_path):
@@ -183,8 +189,15 @@ def test_cli_json_summary_and_one_line_errors(scene, tmp_path, capsys):
     cap_path = scene.capture.save(tmp_path / "cap.npz")
     np.savez(tmp_path / "given.npz", betas=scene.betas, poses=np.zeros((1, 72)))
     out = tmp_path / "calib.yaml"
-    args = ["calibrate", str(cap_path), "--betas", str(tmp_path / "given.npz"), "--no-check",
-            "--out", str(out)]  # fmt: skip
+    args = [
+        "calibrate",
+        str(cap_path),
+        "--betas",
+        str(tmp_path / "given.npz"),
+        "--no-check",
+        "--out",
+        str(out),
+    ]
     assert main([*args, "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert {"frames", "betas", "plates", "alignment", "report"} <= set(info)

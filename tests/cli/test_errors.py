@@ -38,8 +38,13 @@ def test_each_error_kind_has_its_own_exit_status_and_one_line(monkeypatch, capsy
 
 
 def test_the_exit_statuses_are_distinct_and_documented():
-    kinds = [errors.ConfigError, errors.FormatError, errors.ModelError, errors.DataError,
-             errors.Interrupted]  # fmt: skip
+    kinds = [
+        errors.ConfigError,
+        errors.FormatError,
+        errors.ModelError,
+        errors.DataError,
+        errors.Interrupted,
+    ]
     codes = [k.exit_code for k in kinds]
     assert len(set(codes)) == len(codes) and 1 not in codes  # 1 is Python's own, for bugs
     for kind in kinds:
@@ -79,8 +84,12 @@ def test_the_hydra_scripts_exit_with_the_errors_status_and_one_line(
     from pathlib import Path
 
     env = {**os.environ, "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "0"}
-    argv = [sys.executable, str(REPO / script), *make_input(tmp_path).split(),
-            f"hydra.run.dir={tmp_path / 'run'}"]  # fmt: skip
+    argv = [
+        sys.executable,
+        str(REPO / script),
+        *make_input(tmp_path).split(),
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == code, done.stderr
     assert "Traceback" not in done.stderr

@@ -30,9 +30,17 @@ def take(tmp_path: Path) -> Path:
     points = LOCAL[None] + np.stack([s, s, 1 + 0 * s], 1)[:, None]
     pv = np.ones((t, 4), bool)
     pv[10:12, :2] = False
-    return write_optitrack(tmp_path / "take.csv", ["S01:LeftShin", "S01:RightShin"], pos, rot,
-                           valid, points=points, point_names=POINTS, point_types=["Marker"] * 4,
-                           point_valid=pv)  # fmt: skip
+    return write_optitrack(
+        tmp_path / "take.csv",
+        ["S01:LeftShin", "S01:RightShin"],
+        pos,
+        rot,
+        valid,
+        points=points,
+        point_names=POINTS,
+        point_types=["Marker"] * 4,
+        point_valid=pv,
+    )
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -100,8 +108,13 @@ def test_capture_file_reads_back(take, tmp_path, capsys):
     out = tmp_path / "c.npz"
     assert _run(capsys, take, "--out", out)[0] == 0
     data = np.load(out)
-    cap = Capture(fps=float(data["fps"]), names=list(data["names"]), pos=data["pos"],
-                  rot=data["rot"], valid=data["valid"])  # fmt: skip
+    cap = Capture(
+        fps=float(data["fps"]),
+        names=list(data["names"]),
+        pos=data["pos"],
+        rot=data["rot"],
+        valid=data["valid"],
+    )
     assert cap.num_plates == 2
 
 
@@ -114,8 +127,9 @@ def test_fps_option_reaches_a_trimmed_vicon_file_without_a_warning(tmp_path, cap
     t = 12
     pos = np.zeros((t, 1, 3)) + np.linspace(0, 1, t)[:, None, None]
     rot = np.tile(np.eye(3), (t, 1, 1, 1))
-    f = write_segments(tmp_path / "v.csv", ["S:Shin"], pos, rot, np.ones((t, 1), bool),
-                       trimmed=True)  # fmt: skip
+    f = write_segments(
+        tmp_path / "v.csv", ["S:Shin"], pos, rot, np.ones((t, 1), bool), trimmed=True
+    )
     out = tmp_path / "c.npz"
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -231,14 +231,37 @@ def test_cli_hydra_and_library_defaults_are_the_same_options(tmp_path):
 def test_cli_and_hydra_options_agree_when_set(tmp_path):
     motions, out = tmp_path / "m", tmp_path / "out"
     cli = _cli_options(
-        ["--motions", str(motions), "--out", str(out), "--fps", "30", "--seed", "7",
-         "--shard", "1/4", "--markers", "rbm_a", "--realism", "harsh", "--no-progress"]
-    )  # fmt: skip
+        [
+            "--motions",
+            str(motions),
+            "--out",
+            str(out),
+            "--fps",
+            "30",
+            "--seed",
+            "7",
+            "--shard",
+            "1/4",
+            "--markers",
+            "rbm_a",
+            "--realism",
+            "harsh",
+            "--no-progress",
+        ]
+    )
     hydra = _hydra_options(
         tmp_path,
-        [f"motions={motions}", f"out={out}", "fps=30", "seed=7", "shard=1/4", "markers=rbm_a",
-         "realism=harsh", "progress=false"],
-    )  # fmt: skip
+        [
+            f"motions={motions}",
+            f"out={out}",
+            "fps=30",
+            "seed=7",
+            "shard=1/4",
+            "markers=rbm_a",
+            "realism=harsh",
+            "progress=false",
+        ],
+    )
     assert _resolved(cli) == _resolved(hydra)
     assert cli.shard == (1, 4) and cli.fps == 30.0 and cli.progress is False
 
@@ -284,7 +307,14 @@ def test_options_refuse_wrong_types_naming_the_field(tmp_path):
     from rbmcap.dataset import SynthOptions
     from rbmcap.errors import ConfigError
 
-    for field, value in [("gender", "other"), ("seed", 1.5), ("seed", "1"), ("progress", "yes"),
-                         ("fps", float("nan")), ("markers", ""), ("motions", "")]:  # fmt: skip
+    for field, value in [
+        ("gender", "other"),
+        ("seed", 1.5),
+        ("seed", "1"),
+        ("progress", "yes"),
+        ("fps", float("nan")),
+        ("markers", ""),
+        ("motions", ""),
+    ]:
         with pytest.raises(ConfigError, match=f"^{field}="):
             SynthOptions(**{"motions": tmp_path, "out": tmp_path / "o", field: value})

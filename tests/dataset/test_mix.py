@@ -34,16 +34,24 @@ def test_procedural_real_recipe_mixes_both_with_subjects_kept_apart(tmp_path):
         if not (BANDAI / name).exists():
             pytest.skip(f"{name} missing")
         shutil.copy(BANDAI / name, bandai / name)
-    overrides = ["data=procedural_real", f"paths.root_dir={tmp_path}", "data.generate.num=4",
-                 f"data.generate.bvh.0.dir={clips}", f"data.generate.bvh.1.dir={bandai}",
-                 "data.realism=none"]  # fmt: skip
+    overrides = [
+        "data=procedural_real",
+        f"paths.root_dir={tmp_path}",
+        "data.generate.num=4",
+        f"data.generate.bvh.0.dir={clips}",
+        f"data.generate.bvh.1.dir={bandai}",
+        "data.realism=none",
+    ]
     cfg = compose_train(*overrides)
     dm = build_datamodule(cfg)
     dm.prepare_data()
     seqs = Manifest.load(Path(cfg.data.path)).sequences
     real = {s.source.split("/")[-1]: s.split for s in seqs if s.source.startswith("cmu-iclone/")}
-    assert real == {"002_03_poses.npz": "test", "003_02_poses.npz": "val",
-                    "001_01_poses.npz": "train"}  # fmt: skip
+    assert real == {
+        "002_03_poses.npz": "test",
+        "003_02_poses.npz": "val",
+        "001_01_poses.npz": "train",
+    }
     styled = {s.source.split("/")[1]: s.split for s in seqs if s.source.startswith("bandai/")}
     assert styled == styles
     procedural = [s for s in seqs if s.source.startswith("Procedural/")]

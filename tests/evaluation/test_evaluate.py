@@ -15,10 +15,31 @@ from rbmcap.errors import EXIT_DATA, EXIT_MODEL, EXIT_USAGE
 
 def test_eval_writes_the_report_for_every_method(checkpoint, tiny_dataset, tmp_path, capsys):
     out = tmp_path / "eval"
-    code = main(["eval", "--ckpt", str(checkpoint), "--data", str(tiny_dataset), "--split", "test",
-                 "--baseline", "--hybrid", "--max-frames", "40", "--frames-per-sequence", "25",
-                 "--solver-config", "default", "--hybrid-start-error", "0", "1",
-                 "--out", str(out), "--json"])  # fmt: skip
+    code = main(
+        [
+            "eval",
+            "--ckpt",
+            str(checkpoint),
+            "--data",
+            str(tiny_dataset),
+            "--split",
+            "test",
+            "--baseline",
+            "--hybrid",
+            "--max-frames",
+            "40",
+            "--frames-per-sequence",
+            "25",
+            "--solver-config",
+            "default",
+            "--hybrid-start-error",
+            "0",
+            "1",
+            "--out",
+            str(out),
+            "--json",
+        ]
+    )
     assert code == 0
     metrics = json.loads(capsys.readouterr().out)
     oracles = {"hybrid_start_0", "hybrid_start_1"}
@@ -72,8 +93,15 @@ def test_eval_writes_the_report_for_every_method(checkpoint, tiny_dataset, tmp_p
     ],
 )
 def test_eval_bad_input_is_one_line(checkpoint, tiny_dataset, tmp_path, capsys, extra, needle):
-    argv = ["eval", "--ckpt", str(checkpoint), "--data", str(tiny_dataset), "--out",
-            str(tmp_path / "o")]  # fmt: skip
+    argv = [
+        "eval",
+        "--ckpt",
+        str(checkpoint),
+        "--data",
+        str(tiny_dataset),
+        "--out",
+        str(tmp_path / "o"),
+    ]
     for i in range(0, len(extra), 2):
         if extra[i] in argv:
             argv[argv.index(extra[i]) + 1] = extra[i + 1]
@@ -93,10 +121,23 @@ def test_eval_refuses_data_of_another_marker_set(checkpoint, tmp_path, standin, 
     motions = tmp_path / "m" / "Procedural" / "S00"
     motions.mkdir(parents=True)
     generate("squat", 0, body=standin).save(motions / "squat_poses.npz")
-    synthesize_dataset(SynthOptions(motions=tmp_path / "m", out=tmp_path / "d", markers="rbm_d",
-                                    progress=False), body=standin)  # fmt: skip
-    code = main(["eval", "--ckpt", str(checkpoint), "--data", str(tmp_path / "d"), "--split",
-                 "train", "--out", str(tmp_path / "o")])  # fmt: skip
+    synthesize_dataset(
+        SynthOptions(motions=tmp_path / "m", out=tmp_path / "d", markers="rbm_d", progress=False),
+        body=standin,
+    )
+    code = main(
+        [
+            "eval",
+            "--ckpt",
+            str(checkpoint),
+            "--data",
+            str(tmp_path / "d"),
+            "--split",
+            "train",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert code == 2
     assert "trained on marker set 'rbm14'" in capsys.readouterr().err
 
@@ -161,10 +202,16 @@ def test_oracle_start_scales_the_network_error():
     from rbmcap.evaluation.oracle import scaled_error_start
 
     rng = np.random.default_rng(0)
-    truth = {"poses": rng.normal(0, 0.5, (5, 24, 3)), "betas": rng.normal(size=10),
-             "trans": rng.normal(size=(5, 3))}  # fmt: skip
-    net = {"poses": truth["poses"] + rng.normal(0, 0.2, (5, 24, 3)),
-           "betas": rng.normal(size=16), "trans": truth["trans"] + 0.1}  # fmt: skip
+    truth = {
+        "poses": rng.normal(0, 0.5, (5, 24, 3)),
+        "betas": rng.normal(size=10),
+        "trans": rng.normal(size=(5, 3)),
+    }
+    net = {
+        "poses": truth["poses"] + rng.normal(0, 0.2, (5, 24, 3)),
+        "betas": rng.normal(size=16),
+        "trans": truth["trans"] + 0.1,
+    }
 
     def angle(a, b):
         ra, rb = (roma.rotvec_to_rotmat(torch.as_tensor(x, dtype=torch.float64)) for x in (a, b))
@@ -230,9 +277,22 @@ def test_eval_cli_defaults_are_the_options_defaults(tmp_path):
         EvalOptions(ckpt=Path("m"), data=Path("d"))
     )
     # every field reaches the CLI under its own name
-    args = build_parser().parse_args(["eval", "--ckpt", "m", "--data", "d", "--out", "o",
-                                      "--no-vertices", "--hybrid-start-error", "0.5",
-                                      "--solver-iterations", "7"])  # fmt: skip
+    args = build_parser().parse_args(
+        [
+            "eval",
+            "--ckpt",
+            "m",
+            "--data",
+            "d",
+            "--out",
+            "o",
+            "--no-vertices",
+            "--hybrid-start-error",
+            "0.5",
+            "--solver-iterations",
+            "7",
+        ]
+    )
     assert (args.vertices, args.start_errors, args.solver_iterations) == (False, [0.5], 7)
 
 

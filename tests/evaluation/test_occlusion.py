@@ -37,10 +37,28 @@ def corrupted(tiny_dataset, tmp_path_factory):
 def _run_json(checkpoint, data, out, *extra) -> dict:
     """``rbmcap eval`` with every method, a few frames and solver iterations, the hybrid on a
     fixed budget (not timed, so two runs are comparable); its ``metrics.json``."""
-    argv = ["eval", "--ckpt", str(checkpoint), "--data", str(data), "--baseline", "--hybrid",
-            "--max-frames", "24", "--frames-per-sequence", "12", "--solver-iterations", "3",
-            "--hybrid-fraction", "0", "--no-vertices", "--json", "--out", str(out),
-            *extra]  # fmt: skip
+    argv = [
+        "eval",
+        "--ckpt",
+        str(checkpoint),
+        "--data",
+        str(data),
+        "--baseline",
+        "--hybrid",
+        "--max-frames",
+        "24",
+        "--frames-per-sequence",
+        "12",
+        "--solver-iterations",
+        "3",
+        "--hybrid-fraction",
+        "0",
+        "--no-vertices",
+        "--json",
+        "--out",
+        str(out),
+        *extra,
+    ]
     assert main(argv) == 0
     return json.loads((out / "metrics.json").read_text())
 
@@ -68,8 +86,15 @@ def spied(checkpoint, tiny_dataset, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Predictor, "predict", spy_predict)
         mp.setattr(Solver, "solve", spy_solve)
-        metrics = _run_json(checkpoint, tiny_dataset, out, "--occlude", "left_hand",
-                            "--occlude", "left_foot,right_foot")  # fmt: skip
+        metrics = _run_json(
+            checkpoint,
+            tiny_dataset,
+            out,
+            "--occlude",
+            "left_hand",
+            "--occlude",
+            "left_foot,right_foot",
+        )
     return {"calls": calls, "metrics": metrics, "out": out}
 
 
@@ -133,9 +158,10 @@ def test_report_names_the_hidden_plates(spied):
     rows = list(csv.DictReader(open(out / "per_sequence.csv")))
     assert {r["occluded"] for r in rows} == {"", "left_hand", "left_foot+right_foot"}
     assert {(r["method"], r["occluded"]) for r in rows if r["occluded"]} == {
-        (k, c) for k in ("network", "baseline_6dof", "hybrid")
+        (k, c)
+        for k in ("network", "baseline_6dof", "hybrid")
         for c in ("left_hand", "left_foot+right_foot")
-    }  # fmt: skip
+    }
 
 
 def _joint(name: str) -> int:
@@ -152,10 +178,18 @@ def _joint(name: str) -> int:
         ([","], "occlude: an empty plate group"),
     ],
 )
-def test_unknown_plate_is_one_line_exit_2(checkpoint, tiny_dataset, tmp_path, capsys, occlude,
-                                          needle):  # fmt: skip
-    argv = ["eval", "--ckpt", str(checkpoint), "--data", str(tiny_dataset), "--out",
-            str(tmp_path / "o")]  # fmt: skip
+def test_unknown_plate_is_one_line_exit_2(
+    checkpoint, tiny_dataset, tmp_path, capsys, occlude, needle
+):
+    argv = [
+        "eval",
+        "--ckpt",
+        str(checkpoint),
+        "--data",
+        str(tiny_dataset),
+        "--out",
+        str(tmp_path / "o"),
+    ]
     for group in occlude:
         argv += ["--occlude", group]
     assert main(argv) == 2
@@ -176,9 +210,15 @@ def test_occlude_groups_from_strings_and_lists():
 
 
 def test_joints_near_a_plate_are_its_segment_ends():
-    markers = [{"name": "left_shin", "anchor": {"joint": "left_knee"}},
-               {"name": "chest", "anchor": {"joint": "spine3"}}, {"name": "bare"}]  # fmt: skip
+    markers = [
+        {"name": "left_shin", "anchor": {"joint": "left_knee"}},
+        {"name": "chest", "anchor": {"joint": "spine3"}},
+        {"name": "bare"},
+    ]
     assert joints_near(("left_shin",), markers) == ("left_knee", "left_ankle")
     assert joints_near(("chest", "bare"), markers) == (
-        "spine3", "neck", "left_collar", "right_collar"
-    )  # fmt: skip
+        "spine3",
+        "neck",
+        "left_collar",
+        "right_collar",
+    )

@@ -38,13 +38,23 @@ def scene(standin, tmp_path_factory):
     m = generate("walk", seed=1, body=standin)
     truth = replace(m, poses=m.poses[:FRAMES], trans=m.trans[:FRAMES], name="truth")
     b = torch.as_tensor(truth.betas[: standin.num_betas], dtype=torch.float32)
-    joints = standin.pose_joints(torch.as_tensor(truth.poses, dtype=torch.float32), b,
-                                 torch.as_tensor(truth.trans, dtype=torch.float32))[0]  # fmt: skip
+    joints = standin.pose_joints(
+        torch.as_tensor(truth.poses, dtype=torch.float32),
+        b,
+        torch.as_tensor(truth.trans, dtype=torch.float32),
+    )[0]
     ref = ReferenceMap.load("plug-in-gait")
     points = joints[:, [SMPL_JOINT_NAMES.index(j) for j in ref.all_joints]].numpy()
-    cap = Capture(fps=60.0, names=[], pos=np.zeros((FRAMES, 0, 3)), rot=np.zeros((FRAMES, 0, 3, 3)),
-                  valid=np.zeros((FRAMES, 0), bool), point_names=list(ref.all_joints.values()),
-                  points=points, point_valid=np.ones(points.shape[:2], bool))  # fmt: skip
+    cap = Capture(
+        fps=60.0,
+        names=[],
+        pos=np.zeros((FRAMES, 0, 3)),
+        rot=np.zeros((FRAMES, 0, 3, 3)),
+        valid=np.zeros((FRAMES, 0), bool),
+        point_names=list(ref.all_joints.values()),
+        points=points,
+        point_valid=np.ones(points.shape[:2], bool),
+    )
     cap.save(folder / "capture.npz")
     truth.save(folder / "truth.npz")
     replace(truth, trans=truth.trans + np.array([0.01, 0.0, 0.0])).save(folder / "shifted.npz")
@@ -74,8 +84,7 @@ def test_the_truth_is_at_the_reference_and_a_shift_is_measured(scene, capsys):
     assert exact["frames"] == FRAMES and exact["mean_mm"] < 1e-3
     assert all(j["frames"] == FRAMES and j["motion_mm"] < 1e-3 for j in exact["joints"].values())
     assert shifted["mean_mm"] == pytest.approx(10.0, abs=1e-2)
-    assert all(j["motion_mm"] == pytest.approx(10.0, abs=1e-2)
-               for j in shifted["joints"].values())  # fmt: skip
+    assert all(j["motion_mm"] == pytest.approx(10.0, abs=1e-2) for j in shifted["joints"].values())
     for row in exact["segments"].values():
         assert row["ratio"] == pytest.approx(1.0, abs=1e-4) and 0.2 < row["reference_m"] < 0.5
 
@@ -94,8 +103,13 @@ def test_a_joint_counts_only_the_frames_where_its_reference_is_valid(scene, caps
 
 def test_the_floor_on_smpl_joints_is_near_zero(scene, capsys):
     folder, _ = scene
-    report = _report(capsys, folder / "shifted.npz", folder / "capture.npz",
-                     "--floor-iterations", FLOOR_ITERATIONS)  # fmt: skip
+    report = _report(
+        capsys,
+        folder / "shifted.npz",
+        folder / "capture.npz",
+        "--floor-iterations",
+        FLOOR_ITERATIONS,
+    )
     assert report["floor_mean_mm"] < 2.0, report
     assert report["floor"]["fit_mm"] < 2.0 and report["floor"]["iterations"] > 0
     assert report["mean_mm"] == pytest.approx(10.0, abs=1e-2)
@@ -111,8 +125,7 @@ def test_the_floor_on_smpl_joints_is_near_zero(scene, capsys):
         ("reference", EXIT_USAGE, "unknown reference 'nope'"),
     ],
 )
-def test_bad_inputs_are_one_line_and_a_non_zero_exit(scene, tmp_path, capsys, bad, status,
-                                                     message):  # fmt: skip
+def test_bad_inputs_are_one_line_and_a_non_zero_exit(scene, tmp_path, capsys, bad, status, message):
     folder, truth = scene
     motion, cap, extra = folder / "truth.npz", folder / "capture.npz", []
     if bad == "frames":
@@ -129,8 +142,9 @@ def test_bad_inputs_are_one_line_and_a_non_zero_exit(scene, tmp_path, capsys, ba
     assert len(err.splitlines()) == 1 and message in err, err
 
 
-@pytest.mark.skipif(not PIG.is_dir(), reason="the Plug-in Gait samples (../shared/data/pig) are "
-                    "absent")  # fmt: skip
+@pytest.mark.skipif(
+    not PIG.is_dir(), reason="the Plug-in Gait samples (../shared/data/pig) are absent"
+)
 def test_the_plug_in_gait_walk_carries_plausible_joint_centres():
     """The real walk: every reference point read, limb segments of human length, the hip centres
     below the pelvis's front markers, and SMPL fits the centres within a few millimetres."""
@@ -154,6 +168,7 @@ def test_the_plug_in_gait_walk_carries_plausible_joint_centres():
     joints = [SMPL_JOINT_NAMES.index(j) for j in ref.all_joints]
     from rbmcap.body import load_body_model
 
-    fit = fit_joint_centres(load_body_model("standin"), points[:60], valid[:60], joints,
-                            iterations=150)  # fmt: skip
+    fit = fit_joint_centres(
+        load_body_model("standin"), points[:60], valid[:60], joints, iterations=150
+    )
     assert np.nanmean(joint_distances_mm(fit.joints, points[:60], valid[:60])) < 10.0

@@ -23,9 +23,26 @@ def evaluated(checkpoint, tiny_dataset, tmp_path_factory):
     before = matplotlib.get_backend()
     matplotlib.use("svg")  # the report's plots must leave a notebook's backend alone
     try:
-        code = main(["eval", "--ckpt", str(checkpoint), "--data", str(tiny_dataset), "--split",
-                     "test", "--baseline", "--max-frames", "40", "--frames-per-sequence", "25",
-                     "--solver-iterations", "5", "--out", str(out)])  # fmt: skip
+        code = main(
+            [
+                "eval",
+                "--ckpt",
+                str(checkpoint),
+                "--data",
+                str(tiny_dataset),
+                "--split",
+                "test",
+                "--baseline",
+                "--max-frames",
+                "40",
+                "--frames-per-sequence",
+                "25",
+                "--solver-iterations",
+                "5",
+                "--out",
+                str(out),
+            ]
+        )
         assert matplotlib.get_backend() == "svg"
     finally:
         matplotlib.use(before)
@@ -50,8 +67,10 @@ def test_every_sequence_is_saved_with_truth_plates_and_answers(evaluated, tiny_d
 
 
 def test_saved_answers_score_as_reported(evaluated, standin):
-    rows = {(r["method"], r["sequence"]): r for r in csv.DictReader(
-        open(evaluated / "per_sequence.csv"))}  # fmt: skip
+    rows = {
+        (r["method"], r["sequence"]): r
+        for r in csv.DictReader(open(evaluated / "per_sequence.csv"))
+    }
     for seq in load_sequences(evaluated):
         truth = seq.params["truth"]
         for key in ("network", "baseline_6dof"):
@@ -61,8 +80,9 @@ def test_saved_answers_score_as_reported(evaluated, standin):
 
 
 def test_worst_sequence_and_name_filter(evaluated):
-    rows = [r for r in csv.DictReader(open(evaluated / "per_sequence.csv"))
-            if r["method"] == "network"]  # fmt: skip
+    rows = [
+        r for r in csv.DictReader(open(evaluated / "per_sequence.csv")) if r["method"] == "network"
+    ]
     worst = max(rows, key=lambda r: float(r["mpjpe_mm"]))["sequence"]
     assert worst_sequence(evaluated) == worst
     assert [s.name for s in load_sequences(evaluated, worst)] == [worst]

@@ -16,8 +16,19 @@ def _evaluated(out) -> list[str]:
 
 
 def _argv(checkpoint, data, out, *extra):
-    return ["eval", "--ckpt", str(checkpoint), "--data", str(data), "--no-vertices",
-            "--frames-per-sequence", "6", "--out", str(out), *extra]  # fmt: skip
+    return [
+        "eval",
+        "--ckpt",
+        str(checkpoint),
+        "--data",
+        str(data),
+        "--no-vertices",
+        "--frames-per-sequence",
+        "6",
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def test_only_matching_sequences_are_evaluated(checkpoint, tiny_dataset, tmp_path):
@@ -33,8 +44,7 @@ def test_only_matching_sequences_are_evaluated(checkpoint, tiny_dataset, tmp_pat
     assert _evaluated(tmp_path / "all") == sorted(names)
 
 
-def test_a_glob_matching_nothing_is_one_line_data_error(checkpoint, tiny_dataset, tmp_path,
-                                                        capsys):  # fmt: skip
+def test_a_glob_matching_nothing_is_one_line_data_error(checkpoint, tiny_dataset, tmp_path, capsys):
     out = tmp_path / "none"
     code = main(_argv(checkpoint, tiny_dataset, out, "--sequences", "cmu-iclone/*"))
     assert code == EXIT_DATA

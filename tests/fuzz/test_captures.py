@@ -72,8 +72,9 @@ def _model_outputs_lines(sep: str = ",") -> list[str]:
     units = ["", "", "deg", "deg", "deg", *units[2:]]
     angles = np.arange(3 * T, dtype=float).reshape(T, 3)
     vals = np.concatenate([angles, vals], 1)
-    return section_lines("Model Outputs", 100.0, [names, axis, units], vals,
-                         np.arange(1, T + 1), sep=sep)  # fmt: skip
+    return section_lines(
+        "Model Outputs", 100.0, [names, axis, units], vals, np.arange(1, T + 1), sep=sep
+    )
 
 
 def _devices_lines(sep: str = ",") -> list[str]:
@@ -101,18 +102,31 @@ def _vicon_seed(kind: str, variant: int, path: Path) -> None:
         write_vicon(path, secs, sep=sep, crlf=opts.get("crlf", False), bom=opts.get("bom", False))
 
 
-VICON_KINDS = ("vicon-segments", "vicon-model-outputs", "vicon-trajectories", "vicon-combined",
-               "vicon-tracker")  # fmt: skip
+VICON_KINDS = (
+    "vicon-segments",
+    "vicon-model-outputs",
+    "vicon-trajectories",
+    "vicon-combined",
+    "vicon-tracker",
+)
 VARIANTS = 4
 
 
 def _optitrack_seed(variant: int, path: Path) -> None:
     names, pos, rot, valid = _plates()
     pnames, pts, pvalid = _points(2)
-    markers = {"points": pts, "point_names": pnames, "point_valid": pvalid,
-               "point_types": ["Rigid Body Marker", "Marker"]}  # fmt: skip
-    opts = [{}, {"rotation": "XYZ", **markers}, {"rotation": "ZXY", "units": "Millimeters"},
-            {"label_cells": True, "newline": "\n", "pad": 1, **markers}][variant]  # fmt: skip
+    markers = {
+        "points": pts,
+        "point_names": pnames,
+        "point_valid": pvalid,
+        "point_types": ["Rigid Body Marker", "Marker"],
+    }
+    opts = [
+        {},
+        {"rotation": "XYZ", **markers},
+        {"rotation": "ZXY", "units": "Millimeters"},
+        {"label_cells": True, "newline": "\n", "pad": 1, **markers},
+    ][variant]
     write_optitrack(path, names, pos, rot, valid, **opts)
 
 
@@ -208,8 +222,12 @@ class _ExitStatus(RBMCapError):
 def _fuzz_import_cli(name: str, fuzzdir: Path, data) -> None:
     from rbmcap.cli.main import main
 
-    kind = data.draw(st.sampled_from(["vicon-segments", "vicon-combined", "vicon-trajectories",
-                                      "optitrack", "c3d"]), label="kind")  # fmt: skip
+    kind = data.draw(
+        st.sampled_from(
+            ["vicon-segments", "vicon-combined", "vicon-trajectories", "optitrack", "c3d"]
+        ),
+        label="kind",
+    )
     variant = data.draw(st.integers(0, 1), label="variant")
     blob = data.draw(mutated(seed(kind, variant), text=kind != "c3d"), label="file")
     path = fuzzdir / ("in.c3d" if kind == "c3d" else "in.csv")
@@ -232,8 +250,12 @@ def _fuzz_import_cli(name: str, fuzzdir: Path, data) -> None:
     check_reader(name, call, outputs=[out], verify=Capture.load)
 
 
-FUZZERS = {**dict.fromkeys(VICON_KINDS, _fuzz_vicon), "optitrack": _fuzz_optitrack,
-           "c3d": _fuzz_c3d, "import-cli": _fuzz_import_cli}  # fmt: skip
+FUZZERS = {
+    **dict.fromkeys(VICON_KINDS, _fuzz_vicon),
+    "optitrack": _fuzz_optitrack,
+    "c3d": _fuzz_c3d,
+    "import-cli": _fuzz_import_cli,
+}
 
 
 def test_every_seed_is_accepted(fuzzdir):
@@ -243,8 +265,13 @@ def test_every_seed_is_accepted(fuzzdir):
         for variant in range(2 if kind == "c3d" else VARIANTS):
             path = fuzzdir / ("ok.c3d" if kind == "c3d" else "ok.csv")
             path.write_bytes(seed(kind, variant))
-            reader = read_c3d if kind == "c3d" else read_optitrack if kind == "optitrack" else (
-                read_vicon)  # fmt: skip
+            reader = (
+                read_c3d
+                if kind == "c3d"
+                else read_optitrack
+                if kind == "optitrack"
+                else (read_vicon)
+            )
             kw = {"rotation": "euler_xyz"} if kind == "vicon-tracker" else {}
             assert check_reader(f"seed-{kind}", _read(reader, path, **kw)) == "accepted"
 

@@ -28,19 +28,36 @@ from rbmcap.motion import SMPLMotion, read_bvh, write_bvh
 # A CMU-like skeleton (cgspeed's BVH conversion: the joints the default ``cmu`` joint map names,
 # with its zero-length helper joints), offsets in CMU units rounded from subject 131.
 CMU_SKELETON = [
-    ("Hips", -1, (0, 0, 0)), ("LHipJoint", 0, (0, 0, 0)), ("LeftHip", 1, (1.25, -1.64, 0.72)),
-    ("LeftKnee", 2, (2.49, -6.85, 0)), ("LeftAnkle", 3, (2.37, -6.51, 0)),
-    ("LeftToe", 4, (0.15, -0.41, 2.21)), ("RHipJoint", 0, (0, 0, 0)),
-    ("RightHip", 6, (-1.18, -1.64, 0.72)), ("RightKnee", 7, (-2.47, -6.77, 0)),
-    ("RightAnkle", 8, (-2.38, -6.55, 0)), ("RightToe", 9, (-0.17, -0.48, 2.03)),
-    ("lowerback", 0, (0, 0, 0)), ("Chest", 11, (-0.02, 1.99, 0)), ("Chest2", 12, (0, 1.99, 0)),
-    ("lowerneck", 13, (0, 0, 0)), ("Neck", 14, (0, 1.61, 0.11)), ("Head", 15, (0, 1.6, 0)),
-    ("LeftCollar", 13, (0, 0, 0)), ("LeftShoulder", 17, (3.05, 1.47, 0)),
-    ("LeftElbow", 18, (0, -4.25, 0)), ("LeftWrist", 19, (0, -3.28, 0)), ("lhand", 20, (0, 0, 0)),
-    ("LFingers", 21, (0, -0.66, 0)), ("RightCollar", 13, (0, 0, 0)),
-    ("RightShoulder", 23, (-2.84, 1.32, -0.23)), ("RightElbow", 24, (0, -4.46, 0)),
-    ("RightWrist", 25, (0, -3.44, 0)), ("rhand", 26, (0, 0, 0)), ("RFingers", 27, (0, -0.62, 0)),
-]  # fmt: skip
+    ("Hips", -1, (0, 0, 0)),
+    ("LHipJoint", 0, (0, 0, 0)),
+    ("LeftHip", 1, (1.25, -1.64, 0.72)),
+    ("LeftKnee", 2, (2.49, -6.85, 0)),
+    ("LeftAnkle", 3, (2.37, -6.51, 0)),
+    ("LeftToe", 4, (0.15, -0.41, 2.21)),
+    ("RHipJoint", 0, (0, 0, 0)),
+    ("RightHip", 6, (-1.18, -1.64, 0.72)),
+    ("RightKnee", 7, (-2.47, -6.77, 0)),
+    ("RightAnkle", 8, (-2.38, -6.55, 0)),
+    ("RightToe", 9, (-0.17, -0.48, 2.03)),
+    ("lowerback", 0, (0, 0, 0)),
+    ("Chest", 11, (-0.02, 1.99, 0)),
+    ("Chest2", 12, (0, 1.99, 0)),
+    ("lowerneck", 13, (0, 0, 0)),
+    ("Neck", 14, (0, 1.61, 0.11)),
+    ("Head", 15, (0, 1.6, 0)),
+    ("LeftCollar", 13, (0, 0, 0)),
+    ("LeftShoulder", 17, (3.05, 1.47, 0)),
+    ("LeftElbow", 18, (0, -4.25, 0)),
+    ("LeftWrist", 19, (0, -3.28, 0)),
+    ("lhand", 20, (0, 0, 0)),
+    ("LFingers", 21, (0, -0.66, 0)),
+    ("RightCollar", 13, (0, 0, 0)),
+    ("RightShoulder", 23, (-2.84, 1.32, -0.23)),
+    ("RightElbow", 24, (0, -4.46, 0)),
+    ("RightWrist", 25, (0, -3.44, 0)),
+    ("rhand", 26, (0, 0, 0)),
+    ("RFingers", 27, (0, -0.62, 0)),
+]
 
 
 def cmu_like_bvh_text(num_frames: int = 3, seed: int = 0) -> str:
@@ -52,8 +69,9 @@ def cmu_like_bvh_text(num_frames: int = 3, seed: int = 0) -> str:
     offsets = np.array([o for _, _, o in CMU_SKELETON], dtype=np.float64)
     rotvecs = 0.2 * torch.randn(num_frames, len(names), 3, generator=gen, dtype=torch.float64)
     local = roma.rotvec_to_rotmat(rotvecs).numpy()
-    root = np.stack([np.linspace(0, 3, num_frames), np.full(num_frames, 17.0),
-                     np.zeros(num_frames)], axis=1)  # fmt: skip
+    root = np.stack(
+        [np.linspace(0, 3, num_frames), np.full(num_frames, 17.0), np.zeros(num_frames)], axis=1
+    )
     with tempfile.TemporaryDirectory() as folder:
         path = write_bvh(Path(folder) / "cmu.bvh", names, parents, offsets, local, root, 1 / 120)
         return path.read_text()
@@ -159,8 +177,28 @@ def test_fuzz_bvh_retarget_cli_slow(tmp_path, _standin_built, data):
 
 
 # --------------------------------------------------------------------------------- checkpoints
-GARBAGE = [None, True, -1, 0, -(2**40), 2**40, 10**6, 70_000, 1.5, float("nan"), float("inf"),
-           "", "x", "mlp", "gru", [], [1, 2], {}, {"name": "no-such-net"}, "nan"]  # fmt: skip
+GARBAGE = [
+    None,
+    True,
+    -1,
+    0,
+    -(2**40),
+    2**40,
+    10**6,
+    70_000,
+    1.5,
+    float("nan"),
+    float("inf"),
+    "",
+    "x",
+    "mlp",
+    "gru",
+    [],
+    [1, 2],
+    {},
+    {"name": "no-such-net"},
+    "nan",
+]
 
 
 @st.composite
@@ -171,8 +209,22 @@ def checkpoint_mutation(draw, ckpt: dict) -> dict:
     ckpt = dict(ckpt)
     hp = dict(ckpt["hyper_parameters"])
     state = dict(ckpt["state_dict"])
-    kind = draw(st.sampled_from(["del_top", "del_hp", "hp", "net", "markers", "del_weight",
-                                 "reshape", "poison", "dtype", "not_tensor"]))  # fmt: skip
+    kind = draw(
+        st.sampled_from(
+            [
+                "del_top",
+                "del_hp",
+                "hp",
+                "net",
+                "markers",
+                "del_weight",
+                "reshape",
+                "poison",
+                "dtype",
+                "not_tensor",
+            ]
+        )
+    )
     keys = sorted(state)
     if kind == "del_top":
         del ckpt[draw(st.sampled_from(sorted(ckpt)))]
@@ -239,9 +291,22 @@ def _load_predictor(spec: Path | str) -> None:
 # A checkpoint named by a string that is not a file: NUL bytes, very long, odd characters.
 CHECKPOINT_NAMES = st.one_of(
     st.text(max_size=40),
-    st.sampled_from(["", ".", "..", "/", "standin-rbm14\x00", "x" * 5000, "a/" * 3000,
-                     "standin-rbm14/../standin-rbm14", "~", "-", "\udcff"]),
-)  # fmt: skip
+    st.sampled_from(
+        [
+            "",
+            ".",
+            "..",
+            "/",
+            "standin-rbm14\x00",
+            "x" * 5000,
+            "a/" * 3000,
+            "standin-rbm14/../standin-rbm14",
+            "~",
+            "-",
+            "\udcff",
+        ]
+    ),
+)
 
 
 def _fuzz_checkpoint(tmp_path: Path, ckpt_seed, data) -> None:
@@ -335,8 +400,9 @@ def test_bvh_retarget_regression_single_frame_clip_retargets(tmp_path, _standin_
     # was: ValueError from np.gradient (the feet's speed needs two frames)
     text = CMU_SEED.decode().replace("Frames: 3", "Frames: 1")
     clip = tmp_path / "one.bvh"
-    clip.write_text(text[: text.index("\n", text.index("Frame Time:")) + 1]
-                    + text.split("\n")[-3] + "\n")  # the last frame only  # fmt: skip
+    clip.write_text(
+        text[: text.index("\n", text.index("Frame Time:")) + 1] + text.split("\n")[-3] + "\n"
+    )  # the last frame only
     assert _from_bvh(clip, tmp_path / "one.npz") == 0
     assert SMPLMotion.load(tmp_path / "one.npz").num_frames == 1
 
@@ -366,8 +432,9 @@ def _changed_checkpoint(tmp_path: Path, ckpt_seed, change) -> Path:
     """The seed checkpoint with ``change(hyper_parameters, state_dict)`` applied (to copies),
     saved as bad.ckpt."""
     ckpt = dict(ckpt_seed[1])
-    ckpt["hyper_parameters"] = {k: (dict(v) if isinstance(v, dict) else v)
-                                for k, v in ckpt["hyper_parameters"].items()}  # fmt: skip
+    ckpt["hyper_parameters"] = {
+        k: (dict(v) if isinstance(v, dict) else v) for k, v in ckpt["hyper_parameters"].items()
+    }
     ckpt["state_dict"] = dict(ckpt["state_dict"])
     change(ckpt["hyper_parameters"], ckpt["state_dict"])
     path = tmp_path / "bad.ckpt"

@@ -53,27 +53,46 @@ def _capture(points: bool) -> Capture:
     if points:
         pv = np.ones((T, 3), bool)
         pv[2, 1] = False
-        pts = {"point_names": ["Sub:M0", "Sub:M1", "Sub:M2"],
-               "points": rng.uniform(-1, 1, (T, 3, 3)), "point_valid": pv}  # fmt: skip
+        pts = {
+            "point_names": ["Sub:M0", "Sub:M1", "Sub:M2"],
+            "points": rng.uniform(-1, 1, (T, 3, 3)),
+            "point_valid": pv,
+        }
     return Capture(
-        fps=100.0, names=["Sub:Head", "Sub:Pelvis"], pos=rng.uniform(-1, 1, (T, 2, 3)),
+        fps=100.0,
+        names=["Sub:Head", "Sub:Pelvis"],
+        pos=rng.uniform(-1, 1, (T, 2, 3)),
         rot=roma.rotvec_to_rotmat(torch.from_numpy(rng.normal(size=(T, 2, 3)))).numpy(),
-        valid=valid, residual_mm=np.full((T, 2), 0.5), frame_numbers=np.arange(10, 10 + T),
-        format="vicon-segments", source="take.csv", **pts,
-    )  # fmt: skip
+        valid=valid,
+        residual_mm=np.full((T, 2), 0.5),
+        frame_numbers=np.arange(10, 10 + T),
+        format="vicon-segments",
+        source="take.csv",
+        **pts,
+    )
 
 
 def _motion_arrays(kind: str) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(2)
     if kind == "smplh":
-        motion = SMPLMotion(poses=rng.normal(scale=0.3, size=(T, 24, 3)),
-                            trans=rng.normal(size=(T, 3)), betas=rng.normal(size=16),
-                            gender="female", fps=60.0, name="walk")  # fmt: skip
+        motion = SMPLMotion(
+            poses=rng.normal(scale=0.3, size=(T, 24, 3)),
+            trans=rng.normal(size=(T, 3)),
+            betas=rng.normal(size=16),
+            gender="female",
+            fps=60.0,
+            name="walk",
+        )
         return motion.to_npz_dict()
-    return {"root_orient": rng.normal(size=(T, 3)), "pose_body": rng.normal(size=(T, 63)),
-            "pose_hand": rng.normal(size=(T, 90)), "trans": rng.normal(size=(T, 3)),
-            "betas": rng.normal(size=16), "gender": np.array("male"),
-            "mocap_frame_rate": np.array(120.0)}  # fmt: skip
+    return {
+        "root_orient": rng.normal(size=(T, 3)),
+        "pose_body": rng.normal(size=(T, 63)),
+        "pose_hand": rng.normal(size=(T, 90)),
+        "trans": rng.normal(size=(T, 3)),
+        "betas": rng.normal(size=16),
+        "gender": np.array("male"),
+        "mocap_frame_rate": np.array(120.0),
+    }
 
 
 @cache
@@ -276,8 +295,9 @@ def test_capture_npz_regression_scaled_rotation_is_a_data_error(tmp_path):
 
 
 def test_capture_npz_regression_zero_frames_is_a_data_error(tmp_path):
-    arrays = {k: (v[:0] if v.ndim >= 1 and len(v) == T else v)
-              for k, v in _capture_arrays().items()}  # fmt: skip
+    arrays = {
+        k: (v[:0] if v.ndim >= 1 and len(v) == T else v) for k, v in _capture_arrays().items()
+    }
     path = _write(tmp_path / "c.npz", arrays)
     with pytest.raises(DataError, match=r"c\.npz: the capture has no frames"):
         Capture.load(path)
@@ -300,8 +320,9 @@ def test_amass_npz_regression_corrupt_deflate_stream_is_a_format_error(tmp_path)
 
 @pytest.mark.parametrize("kind", ["smplh", "smplx"])
 def test_amass_npz_regression_zero_frames_is_a_data_error(tmp_path, kind):
-    arrays = {k: (v[:0] if v.ndim >= 1 and len(v) == T else v)
-              for k, v in _motion_arrays(kind).items()}  # fmt: skip
+    arrays = {
+        k: (v[:0] if v.ndim >= 1 and len(v) == T else v) for k, v in _motion_arrays(kind).items()
+    }
     path = _write(tmp_path / "m_poses.npz", arrays)
     with pytest.raises(DataError, match=r"m_poses\.npz: the motion has no frames"):
         read_motion(path)

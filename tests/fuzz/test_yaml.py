@@ -136,8 +136,12 @@ def _run_markerset(tmp_path, standin, examples):
     @given(data=st.data())
     def run(data):
         name, seed = data.draw(st.sampled_from(seeds))
-        _fuzz("markerset-yaml", tmp_path / f"fuzz_{name}", data.draw(yaml_mutated(seed)),
-              lambda p: _read_marker_set(p, standin))  # fmt: skip
+        _fuzz(
+            "markerset-yaml",
+            tmp_path / f"fuzz_{name}",
+            data.draw(yaml_mutated(seed)),
+            lambda p: _read_marker_set(p, standin),
+        )
 
     run()
 

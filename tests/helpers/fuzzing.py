@@ -144,13 +144,43 @@ def write_report(path: str | os.PathLike) -> None:
 # Mutations. Text mutations work on lines and cells (the structure of CSV, BVH and YAML files);
 # byte mutations suit binary files (C3D, npz, checkpoints) and also apply to text.
 
-NASTY_NUMBERS = ["nan", "NaN", "inf", "-inf", "Infinity", "1e308", "-1e308", "1e400",
-                 "-0", "-1", "-99999999", "99999999999999999999999", "0", "1e-320",
-                 "0x10", "1,5", "", " ", "--1", "1e", "١٢"]  # fmt: skip
+NASTY_NUMBERS = [
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "Infinity",
+    "1e308",
+    "-1e308",
+    "1e400",
+    "-0",
+    "-1",
+    "-99999999",
+    "99999999999999999999999",
+    "0",
+    "1e-320",
+    "0x10",
+    "1,5",
+    "",
+    " ",
+    "--1",
+    "1e",
+    "١٢",
+]
 DELIMITERS = [",", ";", "\t", " ", "|", ",,", ""]
 STRAY = ["\x00", '"', "'", ":", "-", "[", "{", "#", "é", "\ufeff", "\r", "  ", "*", "&a"]
-TEXT_MUTATIONS = ["number", "dup_line", "del_line", "swap_lines", "add_cell", "del_cell",
-                  "delimiter", "cut_line", "insert", "blank_line"]  # fmt: skip
+TEXT_MUTATIONS = [
+    "number",
+    "dup_line",
+    "del_line",
+    "swap_lines",
+    "add_cell",
+    "del_cell",
+    "delimiter",
+    "cut_line",
+    "insert",
+    "blank_line",
+]
 ENCODINGS = ["utf-16", "utf-16-le", "utf-32", "latin-1", "cp1252", "utf-8-sig"]
 
 
@@ -236,8 +266,11 @@ def byte_mutation(draw, data: bytes) -> bytes:
 def mutated(draw, seed: bytes, text: bool = True) -> bytes:
     """A mutated copy of ``seed`` (the bytes of a valid file): the empty file, a re-encoding
     (UTF-16, Latin-1, …; text only), or one to three text or byte mutations."""
-    choice = draw(st.sampled_from(["empty", "encoding", "text", "text", "text", "bytes"]
-                                  if text else ["empty", "bytes"]))  # fmt: skip
+    choice = draw(
+        st.sampled_from(
+            ["empty", "encoding", "text", "text", "text", "bytes"] if text else ["empty", "bytes"]
+        )
+    )
     if choice == "empty":
         return b""
     if choice == "encoding":
@@ -262,13 +295,22 @@ def mutated(draw, seed: bytes, text: bool = True) -> bytes:
 # normalise: POINT:USED, ROTATION:RATIO, DATA_START, label counts, …).
 
 C3D_HEADER_FIELDS = {
-    "points": (2, "h"), "analogs": (4, "h"), "first_frame": (6, "H"), "last_frame": (8, "H"),
-    "gap": (10, "h"), "scale": (12, "f"), "data_start": (16, "h"), "analog_ratio": (18, "h"),
+    "points": (2, "h"),
+    "analogs": (4, "h"),
+    "first_frame": (6, "H"),
+    "last_frame": (8, "H"),
+    "gap": (10, "h"),
+    "scale": (12, "f"),
+    "data_start": (16, "h"),
+    "analog_ratio": (18, "h"),
     "rate": (20, "f"),
-}  # fmt: skip
-NASTY_WORDS = {"h": [0, -1, 1, 2, 255, 32767, -32768], "H": [0, 1, 65535, 32768, 2],
-               "b": [0, -1, 1, 127, -128], "f": [0.0, -1.0, float("nan"), float("inf"),
-               -float("inf"), 1e38, -1e38, 1e-40, 3.0, 1e9]}  # fmt: skip
+}
+NASTY_WORDS = {
+    "h": [0, -1, 1, 2, 255, 32767, -32768],
+    "H": [0, 1, 65535, 32768, 2],
+    "b": [0, -1, 1, 127, -128],
+    "f": [0.0, -1.0, float("nan"), float("inf"), -float("inf"), 1e38, -1e38, 1e-40, 3.0, 1e9],
+}
 
 
 def c3d_parameters(data: bytes) -> dict[tuple[str, str], tuple[int, tuple[int, ...], int]]:
@@ -346,11 +388,27 @@ def _ezc3d_edit(draw, c) -> None:
     import numpy as np
 
     params, data = c["parameters"], c["data"]
-    kind = draw(st.sampled_from(["points", "residuals", "rotations", "units", "rate", "labels",
-                                 "rot_labels", "first_frame", "no_points"]))  # fmt: skip
+    kind = draw(
+        st.sampled_from(
+            [
+                "points",
+                "residuals",
+                "rotations",
+                "units",
+                "rate",
+                "labels",
+                "rot_labels",
+                "first_frame",
+                "no_points",
+            ]
+        )
+    )
     if kind in ("points", "residuals", "rotations"):
-        key = {"points": ("points",), "residuals": ("meta_points", "residuals"),
-               "rotations": ("rotations",)}[kind]  # fmt: skip
+        key = {
+            "points": ("points",),
+            "residuals": ("meta_points", "residuals"),
+            "rotations": ("rotations",),
+        }[kind]
         arr = np.array(data[key[0]] if len(key) == 1 else data[key[0]][key[1]], dtype=np.float64)
         if arr.size:
             flat = arr.reshape(-1)
@@ -363,8 +421,13 @@ def _ezc3d_edit(draw, c) -> None:
         else:
             data[key[0]][key[1]] = arr
     elif kind == "units":
-        params["POINT"]["UNITS"]["value"] = [draw(st.sampled_from(
-            ["furlong", "", " ", "MM", "m ", "é", "mm\x00", "millimeters", "deg"]))]  # fmt: skip
+        params["POINT"]["UNITS"]["value"] = [
+            draw(
+                st.sampled_from(
+                    ["furlong", "", " ", "MM", "m ", "é", "mm\x00", "millimeters", "deg"]
+                )
+            )
+        ]
     elif kind == "rate":
         # not 0: ezc3d's writer aborts the process on it (the word patch puts a 0 in instead)
         rates = [f for f in NASTY_FLOATS if f != 0.0]
@@ -429,17 +492,69 @@ def billion_laughs(levels: int = 10, width: int = 9) -> str:
 
 
 YAML_RAW_VALUES = [
-    billion_laughs(), billion_laughs(4, 4), "&r [*r]", "&r {a: *r, b: 1}", "*undefined",
-    "[" * 60 + "1" + "]" * 60, "[" * 5000 + "]" * 5000, "{a: " * 3000 + "1" + "}" * 3000,
-    "2001-13-45", "2001-02-03", "!!int x", "!!float x", "!!binary 'AAA'", "!!str 3",
-    "!!python/object/apply:os.getcwd []", "!!set {a, b}", "!!omap [{a: 1}]", "!!timestamp x",
-    "9" * 5000, "0x" + "f" * 400, "0b101", "0o17", "1_000", "10:30", ".NaN", "-.Inf", "1e999",
-    "'\\x00'", "\"\\ud800\"", "\"\\x00\"", "!<tag:yaml.org,2002:int> 3", "!custom 3", "|\n  x",
-]  # fmt: skip
-YAML_VALUES = [None, [], {}, [1, 2], [1, 2, 3, 4], {"a": 1}, True, False, "", "text", 0, -1, 1.5,
-               10**30, 10**400, float("nan"), float("inf"), float("-inf"), 1e308, -1e-320,
-               [[1, 2, 3]], [None, None, None], ["a", "b", "c"], [True, 0, 0],
-               [float("nan"), 0.0, 0.0], [10**400, 0, 0], [1e308, 1e308, 1e308]]  # fmt: skip
+    billion_laughs(),
+    billion_laughs(4, 4),
+    "&r [*r]",
+    "&r {a: *r, b: 1}",
+    "*undefined",
+    "[" * 60 + "1" + "]" * 60,
+    "[" * 5000 + "]" * 5000,
+    "{a: " * 3000 + "1" + "}" * 3000,
+    "2001-13-45",
+    "2001-02-03",
+    "!!int x",
+    "!!float x",
+    "!!binary 'AAA'",
+    "!!str 3",
+    "!!python/object/apply:os.getcwd []",
+    "!!set {a, b}",
+    "!!omap [{a: 1}]",
+    "!!timestamp x",
+    "9" * 5000,
+    "0x" + "f" * 400,
+    "0b101",
+    "0o17",
+    "1_000",
+    "10:30",
+    ".NaN",
+    "-.Inf",
+    "1e999",
+    "'\\x00'",
+    '"\\ud800"',
+    '"\\x00"',
+    "!<tag:yaml.org,2002:int> 3",
+    "!custom 3",
+    "|\n  x",
+]
+YAML_VALUES = [
+    None,
+    [],
+    {},
+    [1, 2],
+    [1, 2, 3, 4],
+    {"a": 1},
+    True,
+    False,
+    "",
+    "text",
+    0,
+    -1,
+    1.5,
+    10**30,
+    10**400,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    1e308,
+    -1e-320,
+    [[1, 2, 3]],
+    [None, None, None],
+    ["a", "b", "c"],
+    [True, 0, 0],
+    [float("nan"), 0.0, 0.0],
+    [10**400, 0, 0],
+    [1e308, 1e308, 1e308],
+]
 
 
 _PARSED: dict[bytes, object] = {}
@@ -486,8 +601,9 @@ def yaml_tree_mutation(draw, seed: bytes) -> bytes:
     for _ in range(draw(st.integers(1, 2))):
         data = copy.deepcopy(data)
         path = draw(st.sampled_from(_yaml_paths(data)))
-        kind = draw(st.sampled_from(["value", "value", "raw", "delete", "rename", "add",
-                                     "grow", "shrink"]))  # fmt: skip
+        kind = draw(
+            st.sampled_from(["value", "value", "raw", "delete", "rename", "add", "grow", "shrink"])
+        )
         if kind == "raw":
             raw = draw(st.sampled_from(YAML_RAW_VALUES))
             new = _RAW
@@ -511,8 +627,9 @@ def yaml_tree_mutation(draw, seed: bytes) -> bytes:
         elif kind == "shrink" and isinstance(node, list) and node:
             node.pop(draw(st.integers(0, len(node) - 1)))
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: faster, same output
-    text = yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=None,
-                     allow_unicode=True)  # fmt: skip
+    text = yaml.dump(
+        data, Dumper=dumper, sort_keys=False, default_flow_style=None, allow_unicode=True
+    )
     if raw is not None:
         text = text.replace(_RAW, raw.replace("\n", "\n    "))
     return text.encode("utf-8", errors="surrogatepass")
@@ -531,12 +648,48 @@ def yaml_mutated(seed: bytes) -> st.SearchStrategy[bytes]:
 # number goes), and the archive written again with np.savez (object arrays are pickled by
 # np.savez, which the readers, opening with allow_pickle=False, must refuse).
 
-NPZ_NASTY_VALUES = [float("nan"), float("inf"), float("-inf"), 1e308, -1e308, 3.5e38, 1e38,
-                    -1.0, 0.0, 1e-320, 2.0**63, -(2.0**31)]  # fmt: skip
-NPZ_DTYPES = ["float16", "float32", "int8", "int64", "uint8", "bool", "complex128", "U8", "S8",
-              "datetime64[s]", "object", "V8"]  # fmt: skip
-NPZ_SCALARS = [0.0, -1.0, float("nan"), float("inf"), 1e308, 1e-300, "abc", "", True,
-               [], [1.0, 2.0], [[60.0]]]  # fmt: skip
+NPZ_NASTY_VALUES = [
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    1e308,
+    -1e308,
+    3.5e38,
+    1e38,
+    -1.0,
+    0.0,
+    1e-320,
+    2.0**63,
+    -(2.0**31),
+]
+NPZ_DTYPES = [
+    "float16",
+    "float32",
+    "int8",
+    "int64",
+    "uint8",
+    "bool",
+    "complex128",
+    "U8",
+    "S8",
+    "datetime64[s]",
+    "object",
+    "V8",
+]
+NPZ_SCALARS = [
+    0.0,
+    -1.0,
+    float("nan"),
+    float("inf"),
+    1e308,
+    1e-300,
+    "abc",
+    "",
+    True,
+    [],
+    [1.0, 2.0],
+    [[60.0]],
+]
 
 
 def npz_arrays(data: bytes) -> dict:
@@ -644,8 +797,18 @@ def npz_mutation(draw, seed: bytes) -> bytes:
             break
         key = draw(st.sampled_from(sorted(arrays)))
         arr = arrays[key]
-        kinds = ["delete", "rename", "dtype", "shape", "value", "cut", "zero_frames", "text",
-                 "scalar", "extra"]  # fmt: skip
+        kinds = [
+            "delete",
+            "rename",
+            "dtype",
+            "shape",
+            "value",
+            "cut",
+            "zero_frames",
+            "text",
+            "scalar",
+            "extra",
+        ]
         if arr.ndim >= 2 and arr.shape[-2:] == (3, 3) and arr.size:
             kinds += ["rotation", "rotation"]
         kind = draw(st.sampled_from(kinds))

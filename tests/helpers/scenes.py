@@ -55,8 +55,15 @@ def random_offsets(n: int, rng) -> tuple[torch.Tensor, torch.Tensor]:
     return roma.rotvec_to_rotmat(torch.as_tensor(axis * angle)), torch.as_tensor(t)
 
 
-def tpose_then_walk(tpose: int = 120, walk: int = 120, *, walk_seed: int = 0, seed: int = 0,
-                    key: str = "calib", offsets_seed: int = 13) -> Session:  # fmt: skip
+def tpose_then_walk(
+    tpose: int = 120,
+    walk: int = 120,
+    *,
+    walk_seed: int = 0,
+    seed: int = 0,
+    key: str = "calib",
+    offsets_seed: int = 13,
+) -> Session:
     """``tpose`` frames of T-pose (zero body pose, the walk's first root orientation and
     position), then ``walk`` frames of a procedural walk, at 60 Hz; see the module docstring."""
     from rbmcap.body import load_body_model
@@ -78,9 +85,24 @@ def tpose_then_walk(tpose: int = 120, walk: int = 120, *, walk_seed: int = 0, se
     rot = torch.as_tensor(obs.rot, dtype=torch.float64)
     r_phys = rot @ r_off
     p_phys = torch.as_tensor(obs.pos, dtype=torch.float64) + (rot @ t_off[..., None])[..., 0]
-    capture = Capture(fps=FPS, names=list(real.markers.names), pos=p_phys.numpy(),
-                      rot=r_phys.numpy(), valid=obs.valid)  # fmt: skip
+    capture = Capture(
+        fps=FPS,
+        names=list(real.markers.names),
+        pos=p_phys.numpy(),
+        rot=r_phys.numpy(),
+        valid=obs.valid,
+    )
     pert = real.perturbation(len(poses), FPS, seed, key)
-    return Session(body=body, betas=m.betas, poses=poses, trans=trans, synth=clean, real=real,
-                   capture=capture, ideal=ideal, observed=obs, pert=pert,
-                   offsets=(r_off, t_off))  # fmt: skip
+    return Session(
+        body=body,
+        betas=m.betas,
+        poses=poses,
+        trans=trans,
+        synth=clean,
+        real=real,
+        capture=capture,
+        ideal=ideal,
+        observed=obs,
+        pert=pert,
+        offsets=(r_off, t_off),
+    )

@@ -175,9 +175,11 @@ def _lowest_point(poses, trans, betas) -> np.ndarray:
     """(T,) height of the lowest mesh vertex per frame (m)."""
     body = _body()
     with torch.no_grad():
-        out = body.forward(torch.as_tensor(poses, dtype=torch.float32),
-                           torch.as_tensor(betas, dtype=torch.float32),
-                           torch.as_tensor(trans, dtype=torch.float32))  # fmt: skip
+        out = body.forward(
+            torch.as_tensor(poses, dtype=torch.float32),
+            torch.as_tensor(betas, dtype=torch.float32),
+            torch.as_tensor(trans, dtype=torch.float32),
+        )
     return out.vertices[..., 2].amin(-1).numpy()
 
 
@@ -225,9 +227,15 @@ def physical_offsets(names: list[str], kind: str, seed: int):
 
 
 @functools.cache
-def static_then_walk(static: str = "tpose", static_frames: int = 120,
-                     walk_frames: int | None = None, offsets: str = "large", seed: int = 0,
-                     offsets_seed: int = 13, clip: str = WALK_CLIP) -> StaticSession:  # fmt: skip
+def static_then_walk(
+    static: str = "tpose",
+    static_frames: int = 120,
+    walk_frames: int | None = None,
+    offsets: str = "large",
+    seed: int = 0,
+    offsets_seed: int = 13,
+    clip: str = WALK_CLIP,
+) -> StaticSession:
     """The session of the module docstring: ``static_frames`` frames of the static ``static``,
     :data:`BLEND_FRAMES` frames into the walk, then ``walk_frames`` frames of it (all when None);
     ``seed`` draws the subject's shape and the realism, ``offsets_seed`` the physical offsets.
@@ -249,8 +257,9 @@ def static_then_walk(static: str = "tpose", static_frames: int = 120,
     t0[2] += floor - _lowest_point(hold[:1], t0[None], betas)[0]
     blend_p, blend_t = _blend(hold[-1], t0, walk.poses[0], walk.trans[0], BLEND_FRAMES)
     poses = np.concatenate([hold, blend_p, walk.poses]).astype(np.float32)
-    trans = np.concatenate([np.repeat(t0[None], static_frames, 0), blend_t,
-                            walk.trans]).astype(np.float32)  # fmt: skip
+    trans = np.concatenate([np.repeat(t0[None], static_frames, 0), blend_t, walk.trans]).astype(
+        np.float32
+    )
 
     key = f"{clip}-{static}"
     obs = real(poses, trans, betas, fps=FPS, seed=seed, key=key)
@@ -260,17 +269,37 @@ def static_then_walk(static: str = "tpose", static_frames: int = 120,
     rot = torch.as_tensor(obs.rot, dtype=torch.float64)
     r_phys = rot @ r_off
     p_phys = torch.as_tensor(obs.pos, dtype=torch.float64) + (rot @ t_off[..., None])[..., 0]
-    capture = Capture(fps=FPS, names=names, pos=p_phys.numpy(), rot=r_phys.numpy(),
-                      valid=obs.valid, source=f"{key}.npz")  # fmt: skip
-    clean_capture = Capture(fps=FPS, names=names, pos=obs.pos, rot=obs.rot, valid=obs.valid,
-                            source=f"{key}-clean.npz")  # fmt: skip
+    capture = Capture(
+        fps=FPS,
+        names=names,
+        pos=p_phys.numpy(),
+        rot=r_phys.numpy(),
+        valid=obs.valid,
+        source=f"{key}.npz",
+    )
+    clean_capture = Capture(
+        fps=FPS, names=names, pos=obs.pos, rot=obs.rot, valid=obs.valid, source=f"{key}-clean.npz"
+    )
     t = len(poses)
     return StaticSession(
-        body=body, betas=betas, poses=poses, trans=trans, joints=true_joints(poses, trans, betas),
-        synth=clean, real=real, capture=capture, clean=clean_capture, ideal=ideal, observed=obs,
-        pert=real.perturbation(t, FPS, seed, key), offsets=(r_off, t_off),
-        static=(0, static_frames), motion=(static_frames, t), kind=static, offsets_kind=offsets,
-    )  # fmt: skip
+        body=body,
+        betas=betas,
+        poses=poses,
+        trans=trans,
+        joints=true_joints(poses, trans, betas),
+        synth=clean,
+        real=real,
+        capture=capture,
+        clean=clean_capture,
+        ideal=ideal,
+        observed=obs,
+        pert=real.perturbation(t, FPS, seed, key),
+        offsets=(r_off, t_off),
+        static=(0, static_frames),
+        motion=(static_frames, t),
+        kind=static,
+        offsets_kind=offsets,
+    )
 
 
 # ------------------------------------------------------------------------------ bad inputs
@@ -304,9 +333,11 @@ def hide_plate(capture, name: str, frames: tuple[int, int]):
 def true_joints(poses, trans, betas) -> np.ndarray:
     """(T, 24, 3) m joints of the stand-in body (float32 model, float64 out)."""
     with torch.no_grad():
-        out = _body().forward(torch.as_tensor(poses, dtype=torch.float32),
-                              torch.as_tensor(betas, dtype=torch.float32),
-                              torch.as_tensor(trans, dtype=torch.float32))  # fmt: skip
+        out = _body().forward(
+            torch.as_tensor(poses, dtype=torch.float32),
+            torch.as_tensor(betas, dtype=torch.float32),
+            torch.as_tensor(trans, dtype=torch.float32),
+        )
     return out.joints[..., :24, :].double().numpy()
 
 
@@ -333,8 +364,11 @@ def mpjpe_mm(motion, session: StaticSession, frames: tuple[int, int] | None = No
 
 def mpjpe_split(motion, session: StaticSession) -> dict[str, float]:
     """MPJPE (mm) over the whole take, the static and the motion frames."""
-    return {"whole": mpjpe_mm(motion, session), "static": mpjpe_mm(motion, session, session.static),
-            "motion": mpjpe_mm(motion, session, session.motion)}  # fmt: skip
+    return {
+        "whole": mpjpe_mm(motion, session),
+        "static": mpjpe_mm(motion, session, session.static),
+        "motion": mpjpe_mm(motion, session, session.motion),
+    }
 
 
 def true_offsets(session: StaticSession) -> tuple[torch.Tensor, torch.Tensor]:
@@ -347,12 +381,21 @@ def true_offsets(session: StaticSession) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 SEGMENT_AXES = {
-    "head": (12, 15), "chest": (9, 12),
-    "left_upper_arm": (16, 18), "left_forearm": (18, 20), "left_hand": (20, 22),
-    "left_thigh": (1, 4), "left_shin": (4, 7), "left_foot": (7, 10),
-    "right_upper_arm": (17, 19), "right_forearm": (19, 21), "right_hand": (21, 23),
-    "right_thigh": (2, 5), "right_shin": (5, 8), "right_foot": (8, 11),
-}  # fmt: skip
+    "head": (12, 15),
+    "chest": (9, 12),
+    "left_upper_arm": (16, 18),
+    "left_forearm": (18, 20),
+    "left_hand": (20, 22),
+    "left_thigh": (1, 4),
+    "left_shin": (4, 7),
+    "left_foot": (7, 10),
+    "right_upper_arm": (17, 19),
+    "right_forearm": (19, 21),
+    "right_hand": (21, 23),
+    "right_thigh": (2, 5),
+    "right_shin": (5, 8),
+    "right_foot": (8, 11),
+}
 """Plate → (joint, joint) of its segment's long axis (SMPL joints)."""
 LEAF_PLATES = ("head", "left_hand", "right_hand", "left_foot", "right_foot")
 """Plates on a segment with no plate below it: any turn about its joint is a pose change."""
@@ -412,10 +455,13 @@ def offset_errors(calib, session: StaticSession) -> dict[str, np.ndarray]:
     names = session.names
     rv_est = np.stack([np.asarray(calib.plates[n].rotation, np.float64) for n in names])
     r_est = roma.rotvec_to_rotmat(torch.as_tensor(rv_est))
-    t_est = torch.as_tensor(np.stack([np.asarray(calib.plates[n].position, np.float64)
-                                      for n in names]))  # fmt: skip
-    out = {"pos_mm": ((t_est - t_true).norm(dim=-1) * 1000).numpy(),
-           "rot_deg": np.degrees(rotmat_geodesic_angle(r_est, r_true).numpy())}  # fmt: skip
+    t_est = torch.as_tensor(
+        np.stack([np.asarray(calib.plates[n].position, np.float64) for n in names])
+    )
+    out = {
+        "pos_mm": ((t_est - t_true).norm(dim=-1) * 1000).numpy(),
+        "rot_deg": np.degrees(rotmat_geodesic_angle(r_est, r_true).numpy()),
+    }
     rest = session.synth(np.zeros((1, 24, 3), np.float32), None, session.betas)
     p, r = (torch.as_tensor(x[0], dtype=torch.float64) for x in (rest.pos, rest.rot))
     joints = torch.as_tensor(rest.joints[0], dtype=torch.float64)
@@ -457,10 +503,14 @@ def describe_offset_errors(err: dict[str, np.ndarray], names: list[str]) -> str:
 
     def worst(pos, rot) -> str:
         ip, ir = int(np.argmax(pos)), int(np.argmax(rot))
-        return (f"max {pos[ip]:.2f} mm ({names[ip]}), {rot[ir]:.2f} deg ({names[ir]}); "
-                f"mean {pos.mean():.2f} mm, {rot.mean():.2f} deg")  # fmt: skip
+        return (
+            f"max {pos[ip]:.2f} mm ({names[ip]}), {rot[ir]:.2f} deg ({names[ir]}); "
+            f"mean {pos.mean():.2f} mm, {rot.mean():.2f} deg"
+        )
 
     turn = err["gauge_deg"]
-    return (f"offsets: {worst(err['pos_mm'], err['rot_deg'])}; gauge-free (turns the poses take "
-            f"up removed, at most {turn.max():.0f} deg, {names[int(np.argmax(turn))]}): "
-            f"{worst(err['pos_mm_gauge_free'], err['rot_deg_gauge_free'])}")  # fmt: skip
+    return (
+        f"offsets: {worst(err['pos_mm'], err['rot_deg'])}; gauge-free (turns the poses take "
+        f"up removed, at most {turn.max():.0f} deg, {names[int(np.argmax(turn))]}): "
+        f"{worst(err['pos_mm_gauge_free'], err['rot_deg_gauge_free'])}"
+    )

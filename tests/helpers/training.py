@@ -44,11 +44,18 @@ def small_module(standin, network: str, *overrides: str) -> RBMRegressor:
 def tiny_run(dataset, *extra: str) -> list[str]:
     """Overrides for a run of seconds: a small MLP, one epoch of 3 batches on ``dataset``."""
     return [
-        f"data.path={dataset}", "data.window=30", "data.batch_size=4",
-        "model=mlp", "model.hidden_dim=64", "model.num_blocks=1",
-        "trainer.max_epochs=1", "+trainer.limit_train_batches=3", "+trainer.limit_val_batches=2",
-        "trainer.enable_progress_bar=false", *extra,
-    ]  # fmt: skip
+        f"data.path={dataset}",
+        "data.window=30",
+        "data.batch_size=4",
+        "model=mlp",
+        "model.hidden_dim=64",
+        "model.num_blocks=1",
+        "trainer.max_epochs=1",
+        "+trainer.limit_train_batches=3",
+        "+trainer.limit_val_batches=2",
+        "trainer.enable_progress_bar=false",
+        *extra,
+    ]
 
 
 class StartProbe(L.Callback):
@@ -80,5 +87,9 @@ def run_train_py(cwd: Path, *overrides: str) -> subprocess.CompletedProcess:
     env.pop("RBMCAP_ROOT", None)
     return subprocess.run(
         [sys.executable, str(TRAIN_PY), *overrides],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )

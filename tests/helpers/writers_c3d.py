@@ -28,9 +28,19 @@ def cluster_names(names) -> list[str]:
 
 
 def write_c3d(
-    path, point_names, points, point_valid, *, fps=100.0, units="mm", first_frame=0,
-    plate_names=None, pos=None, rot=None, valid=None,
-) -> Path:  # fmt: skip
+    path,
+    point_names,
+    points,
+    point_valid,
+    *,
+    fps=100.0,
+    units="mm",
+    first_frame=0,
+    plate_names=None,
+    pos=None,
+    rot=None,
+    valid=None,
+) -> Path:
     """Write points (T, M, 3) metres with validity (T, M) and, when ``plate_names`` is given,
     plates (T, N, 3) m / (T, N, 3, 3) / valid (T, N) as ROTATION (NaN matrices when invalid)."""
     import ezc3d

@@ -65,10 +65,25 @@ def point_columns(point_names, point_types, points, point_valid, scale):
 
 
 def write_optitrack(
-    path, names, pos, rot, valid, *, fps=120.0, units="Meters", rotation="Quaternion",
-    points=None, point_names=(), point_types=(), point_valid=None, frame_numbers=None,
-    newline="\r\n", bom=False, pad=0, label_cells=False,
-) -> Path:  # fmt: skip
+    path,
+    names,
+    pos,
+    rot,
+    valid,
+    *,
+    fps=120.0,
+    units="Meters",
+    rotation="Quaternion",
+    points=None,
+    point_names=(),
+    point_types=(),
+    point_valid=None,
+    frame_numbers=None,
+    newline="\r\n",
+    bom=False,
+    pad=0,
+    label_cells=False,
+) -> Path:
     """Write plates (Z up, metres: pos (T, N, 3), rot (T, N, 3, 3), valid (T, N)) and points
     (T, M, 3) as a Motive CSV; ``pad`` trailing commas on every row."""
     scale = UNIT_SCALE[units]
@@ -80,16 +95,32 @@ def write_optitrack(
         head, cols = head + h2, cols + c2
     frames = np.arange(t) if frame_numbers is None else frame_numbers
     values = np.concatenate([c for c in cols], 1) if cols else np.zeros((t, 0))
-    settings = ["Format Version", "1.21", "Take Name", "Täke ü", "Capture Frame Rate",
-                f"{fps:.6f}", "Export Frame Rate", f"{fps:.6f}", "Rotation Type", rotation,
-                "Length Units", units, "Coordinate Space", "Global"]  # fmt: skip
+    settings = [
+        "Format Version",
+        "1.21",
+        "Take Name",
+        "Täke ü",
+        "Capture Frame Rate",
+        f"{fps:.6f}",
+        "Export Frame Rate",
+        f"{fps:.6f}",
+        "Rotation Type",
+        rotation,
+        "Length Units",
+        units,
+        "Coordinate Space",
+        "Global",
+    ]
     label = (lambda s: s) if label_cells else (lambda s: "")
-    rows = [settings, [],
-            [label("Type"), "", *(h[0] for h in head)],
-            [label("Name"), "", *(h[1] for h in head)],
-            [label("ID"), "", *(f"{i:X}" for i, _ in enumerate(head))],
-            ["", "", *(h[2] for h in head)],
-            ["Frame", "Time (Seconds)", *(h[3] for h in head)]]  # fmt: skip
+    rows = [
+        settings,
+        [],
+        [label("Type"), "", *(h[0] for h in head)],
+        [label("Name"), "", *(h[1] for h in head)],
+        [label("ID"), "", *(f"{i:X}" for i, _ in enumerate(head))],
+        ["", "", *(h[2] for h in head)],
+        ["Frame", "Time (Seconds)", *(h[3] for h in head)],
+    ]
     rows = [[str(c) for c in r] for r in rows]
     for i in range(t):
         rows.append([str(int(frames[i])), f"{i / fps:.6f}", *(_fmt(v) for v in values[i])])

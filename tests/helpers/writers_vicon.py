@@ -78,9 +78,25 @@ def write_vicon(path, sections, *, sep=",", crlf=False, bom=False) -> Path:
     return path
 
 
-def write_segments(path, names, pos, rot, valid, *, rotation="helical", unit="deg",
-                   tracker=False, fps=100.0, frames=None, points=None, sep=",", pad=0,
-                   trimmed=False, crlf=False, bom=False) -> Path:  # fmt: skip
+def write_segments(
+    path,
+    names,
+    pos,
+    rot,
+    valid,
+    *,
+    rotation="helical",
+    unit="deg",
+    tracker=False,
+    fps=100.0,
+    frames=None,
+    points=None,
+    sep=",",
+    pad=0,
+    trimmed=False,
+    crlf=False,
+    bom=False,
+) -> Path:
     """A Segments (or Tracker) CSV of the plates; ``points`` = (names, pts, valid) adds a
     Trajectories section."""
     frames = np.arange(1, len(valid) + 1) if frames is None else frames
@@ -93,11 +109,13 @@ def write_segments(path, names, pos, rot, valid, *, rotation="helical", unit="de
     return write_vicon(path, secs, sep=sep, crlf=crlf, bom=bom)
 
 
-def write_trajectories(path, names, pts, valid, *, fps=100.0, sep=",", pad=0, trimmed=False,
-                       crlf=False, bom=False) -> Path:  # fmt: skip
+def write_trajectories(
+    path, names, pts, valid, *, fps=100.0, sep=",", pad=0, trimmed=False, crlf=False, bom=False
+) -> Path:
     """A Trajectories CSV of labelled points (T, M, 3) metres."""
     frames = np.arange(1, len(valid) + 1)
     header, vals = point_section(names, pts, valid)
-    lines = section_lines("Trajectories", fps, header, vals, frames, sep=sep, pad=pad,
-                          trimmed=trimmed)  # fmt: skip
+    lines = section_lines(
+        "Trajectories", fps, header, vals, frames, sep=sep, pad=pad, trimmed=trimmed
+    )
     return write_vicon(path, [lines], sep=sep, crlf=crlf, bom=bom)

@@ -22,8 +22,9 @@ def _capture(standin, t: int = 50, fps: float = 60.0, order=None) -> Capture:
     poses[:, 0] = torch.tensor([np.pi / 2, 0.0, 0.0])
     obs = synthesize(standin, poses, torch.zeros(t, 3), fps=fps)
     names = _names()
-    cap = Capture(fps=fps, names=names, pos=obs.pos, rot=obs.rot, valid=obs.valid,
-                  source="synthetic.npz")  # fmt: skip
+    cap = Capture(
+        fps=fps, names=names, pos=obs.pos, rot=obs.rot, valid=obs.valid, source="synthetic.npz"
+    )
     return cap.select(order) if order else cap
 
 
@@ -85,9 +86,23 @@ def test_a_missing_plate_is_one_error_naming_it(checkpoint, standin):
 def test_cli_infer_json_summary_and_exports(checkpoint, standin, tmp_path, capsys):
     cap_path = _capture(standin, 25).save(tmp_path / "cap.npz")
     out = tmp_path / "out" / "motion.npz"
-    code = main(["infer", "--ckpt", str(checkpoint), str(cap_path), "--out", str(out),
-                 "--bvh", str(tmp_path / "m.bvh"), "--glb", str(tmp_path / "m.glb"),
-                 "--ply-every", "10", "--json"])  # fmt: skip
+    code = main(
+        [
+            "infer",
+            "--ckpt",
+            str(checkpoint),
+            str(cap_path),
+            "--out",
+            str(out),
+            "--bvh",
+            str(tmp_path / "m.bvh"),
+            "--glb",
+            str(tmp_path / "m.glb"),
+            "--ply-every",
+            "10",
+            "--json",
+        ]
+    )
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["frames"] == 25 and summary["fps"] == 60.0 and summary["outputs"]["ply"] == 3
@@ -96,8 +111,9 @@ def test_cli_infer_json_summary_and_exports(checkpoint, standin, tmp_path, capsy
 
 
 @pytest.mark.parametrize("bad", ["missing_plate", "not_a_capture"])
-def test_cli_infer_bad_input_is_one_line_and_writes_nothing(checkpoint, standin, tmp_path, capsys,
-                                                        bad):  # fmt: skip
+def test_cli_infer_bad_input_is_one_line_and_writes_nothing(
+    checkpoint, standin, tmp_path, capsys, bad
+):
     src = tmp_path / "in" / "cap.npz"
     src.parent.mkdir()
     if bad == "missing_plate":
@@ -105,8 +121,20 @@ def test_cli_infer_bad_input_is_one_line_and_writes_nothing(checkpoint, standin,
     else:
         np.savez(src, poses=np.zeros((3, 72)))
     out = tmp_path / "out"
-    code = main(["infer", "--ckpt", str(checkpoint), str(src), "--out", str(out / "m.npz"),
-                 "--bvh", str(out / "m.bvh"), "--ply-every", "2"])  # fmt: skip
+    code = main(
+        [
+            "infer",
+            "--ckpt",
+            str(checkpoint),
+            str(src),
+            "--out",
+            str(out / "m.npz"),
+            "--bvh",
+            str(out / "m.bvh"),
+            "--ply-every",
+            "2",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == (EXIT_DATA if bad == "missing_plate" else EXIT_FORMAT)
     assert len(err.strip().splitlines()) == 1
@@ -127,21 +155,26 @@ def test_a_calibration_gives_its_betas_and_puts_the_body_on_its_plates(checkpoin
     cap.valid[7] = False
     zero = {n: PlateOffset(np.zeros(3), np.zeros(3)) for n in _names()}
     betas = np.linspace(-1.0, 1.0, 10)
-    calib = Calibration(betas=betas, frames=(0, 10), rotation=np.zeros(3),
-                        translation=np.zeros(3), plates=zero)  # fmt: skip
+    calib = Calibration(
+        betas=betas, frames=(0, 10), rotation=np.zeros(3), translation=np.zeros(3), plates=zero
+    )
     plain, calibrated = p.predict_capture(cap), p.predict_capture(cap, calib)
     np.testing.assert_allclose(calibrated.betas, betas, atol=1e-6)
     np.testing.assert_allclose(calibrated.poses, plain.poses, atol=1e-5)
-    virt = Synthesizer(standin, "rbm14")(calibrated.poses.astype(np.float32),
-                                         calibrated.trans.astype(np.float32),
-                                         betas.astype(np.float32)).pos  # fmt: skip
+    virt = Synthesizer(standin, "rbm14")(
+        calibrated.poses.astype(np.float32),
+        calibrated.trans.astype(np.float32),
+        betas.astype(np.float32),
+    ).pos
     w = cap.valid[..., None].astype(float)
     mean_residual = ((cap.pos - virt) * w).sum(1) / np.maximum(w.sum(1), 1)
     seen = cap.valid.any(1)
     assert np.abs(mean_residual[seen]).max() < 1e-5  # metres
     assert np.abs(cap.pos - virt)[cap.valid].max() > 1e-3  # not trivially equal: a real fit
-    pelvis = [m.trans + standin.rest_joints(torch.as_tensor(m.betas, dtype=torch.float32))[0]
-              .numpy() for m in (plain, calibrated)]  # fmt: skip
+    pelvis = [
+        m.trans + standin.rest_joints(torch.as_tensor(m.betas, dtype=torch.float32))[0].numpy()
+        for m in (plain, calibrated)
+    ]
     np.testing.assert_allclose(pelvis[0][7], pelvis[1][7], atol=1e-4)
 
 

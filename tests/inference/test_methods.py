@@ -39,16 +39,25 @@ def _walk(body, fps: float):
     poses, trans = m.poses[:FRAMES], m.trans[:FRAMES]
     synth = Synthesizer(body, "rbm14")
     obs = synth(poses, trans, m.betas, fps=fps)
-    cap = Capture(fps=fps, names=list(synth.markers.names), pos=obs.pos, rot=obs.rot,
-                  valid=obs.valid, source="walk.npz")  # fmt: skip
+    cap = Capture(
+        fps=fps,
+        names=list(synth.markers.names),
+        pos=obs.pos,
+        rot=obs.rot,
+        valid=obs.valid,
+        source="walk.npz",
+    )
     truth = m.__class__(poses=poses, trans=trans, betas=m.betas, fps=fps, name="truth")
     return truth, cap
 
 
 def _joints(body, motion) -> torch.Tensor:
     b = torch.as_tensor(motion.betas[: body.num_betas], dtype=torch.float32)
-    return body.pose_joints(torch.as_tensor(motion.poses, dtype=torch.float32), b,
-                            torch.as_tensor(motion.trans, dtype=torch.float32))[0]  # fmt: skip
+    return body.pose_joints(
+        torch.as_tensor(motion.poses, dtype=torch.float32),
+        b,
+        torch.as_tensor(motion.trans, dtype=torch.float32),
+    )[0]
 
 
 def _mpjpe_mm(body, motion, truth) -> float:
@@ -79,8 +88,7 @@ def test_each_method_answers_the_capture_close_to_the_truth(walk, standin, tmp_p
     assert errors["hybrid"] < errors["solver"], errors  # and the start helps the solver
 
 
-def test_the_solver_holds_a_calibrations_betas_on_physical_plates(walk, standin, tmp_path,
-                                                                 capsys):  # fmt: skip
+def test_the_solver_holds_a_calibrations_betas_on_physical_plates(walk, standin, tmp_path, capsys):
     """Plates moved by known offsets (R_phys = R R_off, p_phys = p + R t_off) and a calibration
     holding those offsets and the true betas: the solver maps the plates back, keeps the betas
     exactly, and finds the walk."""
@@ -91,16 +99,26 @@ def test_the_solver_holds_a_calibrations_betas_on_physical_plates(walk, standin,
     r_off = roma.rotvec_to_rotmat(torch.as_tensor(rvec)).numpy()
     rot = cap.rot.astype(np.float64) @ r_off
     pos = cap.pos + np.einsum("tnij,nj->tni", cap.rot.astype(np.float64), tvec)
-    phys = Capture(fps=cap.fps, names=cap.names, pos=pos, rot=rot, valid=cap.valid,
-                   source="phys.npz")  # fmt: skip
+    phys = Capture(
+        fps=cap.fps, names=cap.names, pos=pos, rot=rot, valid=cap.valid, source="phys.npz"
+    )
     calib = tmp_path / "calib.yaml"
-    plates = {n: {"rotation_offset": rvec[i].tolist(), "position_offset_m": tvec[i].tolist()}
-              for i, n in enumerate(cap.names)}  # fmt: skip
+    plates = {
+        n: {"rotation_offset": rvec[i].tolist(), "position_offset_m": tvec[i].tolist()}
+        for i, n in enumerate(cap.names)
+    }
     import yaml
 
-    calib.write_text(yaml.safe_dump({"betas": truth.betas.tolist(), "frames": [[0]],
-                     "alignment": {"rotation": [0, 0, 0], "translation_m": [0, 0, 0]},
-                     "plates": plates}))  # fmt: skip
+    calib.write_text(
+        yaml.safe_dump(
+            {
+                "betas": truth.betas.tolist(),
+                "frames": [[0]],
+                "alignment": {"rotation": [0, 0, 0], "translation_m": [0, 0, 0]},
+                "plates": plates,
+            }
+        )
+    )
     summary, motion = _infer(
         tmp_path,
         capsys,
@@ -141,8 +159,7 @@ def test_the_solver_runs_at_the_captures_own_rate(standin, tmp_path, capsys):
         (["--method", "solver", "--iterations", "-3"], "iterations must be ≥ 0"),
     ],
 )
-def test_a_bad_method_option_is_one_line_and_writes_nothing(walk, tmp_path, capsys, args,
-                                                           message):  # fmt: skip
+def test_a_bad_method_option_is_one_line_and_writes_nothing(walk, tmp_path, capsys, args, message):
     path = walk[1].save(tmp_path / "walk.npz")
     out = tmp_path / "out" / "m.npz"
     assert main(["infer", str(path), "--out", str(out), *args]) == EXIT_USAGE

@@ -53,8 +53,13 @@ def test_cli_lists_the_cards_and_infer_names_the_shipped_ones(capsys, tmp_path):
     assert main(["pretrained", "list", "--json"]) == 0
     cards = json.loads(capsys.readouterr().out)
     assert cards[NAME]["check"]["mpjpe_mm"]["mean"] == model_card(NAME)["check"]["mpjpe_mm"]["mean"]
-    cap = Capture(fps=60.0, names=["head"], pos=np.zeros((2, 1, 3)),
-                  rot=np.tile(np.eye(3), (2, 1, 1, 1)), valid=np.ones((2, 1), bool))  # fmt: skip
+    cap = Capture(
+        fps=60.0,
+        names=["head"],
+        pos=np.zeros((2, 1, 3)),
+        rot=np.tile(np.eye(3), (2, 1, 1, 1)),
+        valid=np.ones((2, 1), bool),
+    )
     path = cap.save(tmp_path / "cap.npz")
     code = main(["infer", "--ckpt", "no-such-model", str(path), "--out", str(tmp_path / "m.npz")])
     err = capsys.readouterr().err

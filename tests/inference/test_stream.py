@@ -121,8 +121,15 @@ def test_the_depth_by_depth_walk_equals_the_joint_by_joint_one(standin, markers,
         _assert_same(prior(bone, pos, valid), _plain_prior(prior, bone, pos, valid))
 
 
-@pytest.mark.parametrize("joints", [[0, 1, 2, 4, 5, 9, 15, 16, 17], [1, 2, 9, 12, 18, 19, 20],
-                                    [7, 8, 15, 20, 21], list(range(24))])  # fmt: skip
+@pytest.mark.parametrize(
+    "joints",
+    [
+        [0, 1, 2, 4, 5, 9, 15, 16, 17],
+        [1, 2, 9, 12, 18, 19, 20],
+        [7, 8, 15, 20, 21],
+        list(range(24)),
+    ],
+)
 def test_the_walk_equals_the_joint_by_joint_one_for_the_solvers_start(standin, joints):
     """The solver's start: any plated joints, plates at their joints, a given fallback."""
     rest = JointModel.from_body(standin).joint_template
@@ -177,8 +184,9 @@ def _whole_slices(graph) -> int:
     for node in graph.nodes():
         inputs = list(node.inputs())
         if node.kind() == "aten::slice" and len(inputs) == 5:
-            start, end, step = (v.toIValue() if v.node().kind() == "prim::Constant" else "?"
-                                for v in inputs[2:])  # fmt: skip
+            start, end, step = (
+                v.toIValue() if v.node().kind() == "prim::Constant" else "?" for v in inputs[2:]
+            )
             count += start in (0, None) and end in (big, None) and step == 1
     return count
 

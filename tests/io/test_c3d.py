@@ -59,8 +59,9 @@ def test_point_clusters_import_to_the_written_positions_and_gaps(tmp_path, plate
 def test_rotation_group_imports_as_plates(tmp_path, plates):
     names, pos, rot, valid = plates
     pnames, pts, pv = _points(*plates)
-    path = write_c3d(tmp_path / "r.c3d", pnames, pts, pv, plate_names=names, pos=pos, rot=rot,
-                     valid=valid)  # fmt: skip
+    path = write_c3d(
+        tmp_path / "r.c3d", pnames, pts, pv, plate_names=names, pos=pos, rot=rot, valid=valid
+    )
     cap = read_c3d(path)
     assert cap.names == names
     np.testing.assert_array_equal(cap.valid, valid)
@@ -75,11 +76,15 @@ def test_markers_sit_at_their_plate_offsets_in_the_plate_frame(tmp_path, plates)
     """The ROTATION poses and the POINT clusters agree: R^T (p − t) is the written offset."""
     names, pos, rot, valid = plates
     pnames, pts, pv = _points(*plates)
-    path = write_c3d(tmp_path / "r.c3d", pnames, pts, pv, plate_names=names, pos=pos, rot=rot,
-                     valid=valid)  # fmt: skip
+    path = write_c3d(
+        tmp_path / "r.c3d", pnames, pts, pv, plate_names=names, pos=pos, rot=rot, valid=valid
+    )
     cap = read_c3d(path)
-    local = np.einsum("tji,tmj->tmi", cap.rot[:, 0].astype(np.float64),
-                      cap.points[:, :4].astype(np.float64) - cap.pos[:, :1])  # fmt: skip
+    local = np.einsum(
+        "tji,tmj->tmi",
+        cap.rot[:, 0].astype(np.float64),
+        cap.points[:, :4].astype(np.float64) - cap.pos[:, :1],
+    )
     ok = pv[:, :4] & cap.valid[:, :1]
     diff = np.abs(local - CLUSTER[None])[ok].max() * 1000
     assert diff < 0.01, diff
@@ -126,18 +131,23 @@ def test_read_capture_detects_a_c3d_file(tmp_path, plates):
 
 
 @pytest.mark.parametrize("damage", ["reflection", "scaled", "zero", "nan"])
-def test_a_rotation_that_is_not_rigid_is_an_error_and_a_missing_one_a_gap(tmp_path, plates,
-                                                                          damage):  # fmt: skip
+def test_a_rotation_that_is_not_rigid_is_an_error_and_a_missing_one_a_gap(tmp_path, plates, damage):
     """NaN or all-zero matrices are frames where a segment was not tracked (invalid there); a
     reflection or a 1 % scaled matrix is not a rotation: a DataError naming plate and frame."""
-    names, pos, rot, valid = (np.array(x, copy=True) if not isinstance(x, list) else x
-                              for x in plates)  # fmt: skip
+    names, pos, rot, valid = (
+        np.array(x, copy=True) if not isinstance(x, list) else x for x in plates
+    )
     valid[:] = True
-    rot[7, 1] = {"reflection": np.diag([1.0, 1.0, -1.0]), "scaled": 1.01 * np.eye(3),
-                 "zero": np.zeros((3, 3)), "nan": np.full((3, 3), np.nan)}[damage]  # fmt: skip
+    rot[7, 1] = {
+        "reflection": np.diag([1.0, 1.0, -1.0]),
+        "scaled": 1.01 * np.eye(3),
+        "zero": np.zeros((3, 3)),
+        "nan": np.full((3, 3), np.nan),
+    }[damage]
     pnames, pts, pv = _points(names, pos, rot, valid)
-    path = write_c3d(tmp_path / "d.c3d", pnames, pts, pv, plate_names=names, pos=pos, rot=rot,
-                     valid=valid)  # fmt: skip
+    path = write_c3d(
+        tmp_path / "d.c3d", pnames, pts, pv, plate_names=names, pos=pos, rot=rot, valid=valid
+    )
     if damage in ("reflection", "scaled"):
         with pytest.raises(DataError, match=rf"d\.c3d: plate {names[1]!r}, frame 7"):
             read_c3d(path)

@@ -31,9 +31,14 @@ from rbmcap.io.plates import PlateDefinition, save_plate_definitions
 
 MODEL = "standin-rbm14"
 RATIO = 1.5
-VICON_VARIANTS = {"plain": {}, "padded": {"pad": 4}, "crlf": {"crlf": True},
-                  "semicolon": {"sep": ";"}, "trimmed": {"trimmed": True},
-                  "bom": {"bom": True}}  # fmt: skip
+VICON_VARIANTS = {
+    "plain": {},
+    "padded": {"pad": 4},
+    "crlf": {"crlf": True},
+    "semicolon": {"sep": ";"},
+    "trimmed": {"trimmed": True},
+    "bom": {"bom": True},
+}
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +68,17 @@ def _write(layout: str, variant: str, s, folder) -> tuple:
         opts["fps"] = FPS if kw.get("trimmed") else None
     elif layout == "vicon-tracker":
         rotation, unit = variant.split("/")
-        f = write_segments(folder / "trk.csv", names, pos, rot, valid, fps=FPS, tracker=True,
-                           rotation=rotation, unit=unit)  # fmt: skip
+        f = write_segments(
+            folder / "trk.csv",
+            names,
+            pos,
+            rot,
+            valid,
+            fps=FPS,
+            tracker=True,
+            rotation=rotation,
+            unit=unit,
+        )
         opts["rotation"] = rotation
     elif layout == "optitrack":
         f = write_optitrack(folder / "take.csv", names, pos, rot, valid, fps=FPS, units=variant)
@@ -101,11 +115,14 @@ def test_every_layout_imports_to_the_written_poses(session, tmp_path, layout, va
 
 def _mpjpe_mm(body, motion, s) -> float:
     with torch.no_grad():
-        pred = body.forward(torch.as_tensor(motion.poses, dtype=torch.float32),
-                            torch.as_tensor(motion.betas[: body.num_betas], dtype=torch.float32),
-                            torch.as_tensor(motion.trans, dtype=torch.float32)).joints  # fmt: skip
-        true = body.forward(torch.as_tensor(s.poses), torch.as_tensor(s.betas),
-                            torch.as_tensor(s.trans)).joints  # fmt: skip
+        pred = body.forward(
+            torch.as_tensor(motion.poses, dtype=torch.float32),
+            torch.as_tensor(motion.betas[: body.num_betas], dtype=torch.float32),
+            torch.as_tensor(motion.trans, dtype=torch.float32),
+        ).joints
+        true = body.forward(
+            torch.as_tensor(s.poses), torch.as_tensor(s.betas), torch.as_tensor(s.trans)
+        ).joints
     return float((pred[:, :24] - true[:, :24]).norm(dim=-1).mean()) * 1000
 
 
@@ -116,8 +133,9 @@ def predictor():
 
 def _plates_mpjpe(s, predictor, obs) -> float:
     """The model's MPJPE (mm) on the plates ``obs`` (Observations), uncalibrated."""
-    cap = Capture(fps=FPS, names=list(s.synth.markers.names), pos=obs.pos, rot=obs.rot,
-                  valid=obs.valid)  # fmt: skip
+    cap = Capture(
+        fps=FPS, names=list(s.synth.markers.names), pos=obs.pos, rot=obs.rot, valid=obs.valid
+    )
     return _mpjpe_mm(s.body, predictor.predict_capture(cap), s)
 
 
@@ -144,8 +162,12 @@ def _calibrated_mpjpe(s, predictor, layout: str, variant: str, folder) -> float:
     return _mpjpe_mm(s.body, predictor.predict_capture(capture, calib), s)
 
 
-ONE_PER_FORMAT = [("vicon-segments", "plain"), ("vicon-tracker", "euler_xyz/deg"),
-                  ("optitrack", "Millimeters"), ("c3d", "mm")]  # fmt: skip
+ONE_PER_FORMAT = [
+    ("vicon-segments", "plain"),
+    ("vicon-tracker", "euler_xyz/deg"),
+    ("optitrack", "Millimeters"),
+    ("c3d", "mm"),
+]
 
 
 @pytest.mark.parametrize("layout, variant", ONE_PER_FORMAT)
@@ -153,9 +175,11 @@ def test_import_calibrate_infer_stays_within_1_5x_of_the_plates_without_offsets(
     session, predictor, offset_free_mpjpe, tmp_path, layout, variant
 ):
     full = _calibrated_mpjpe(session, predictor, layout, variant, tmp_path)
-    report = (f"{layout}/{variant}: calibrated {full:.1f} mm, "
-              f"offset-free plates {offset_free_mpjpe:.1f} mm "
-              f"(ratio {full / offset_free_mpjpe:.2f})")  # fmt: skip
+    report = (
+        f"{layout}/{variant}: calibrated {full:.1f} mm, "
+        f"offset-free plates {offset_free_mpjpe:.1f} mm "
+        f"(ratio {full / offset_free_mpjpe:.2f})"
+    )
     print(report)
     assert full <= RATIO * offset_free_mpjpe, report
 
@@ -164,8 +188,10 @@ def test_import_calibrate_infer_stays_within_1_5x_of_ideal_plates(
     session, predictor, ideal_mpjpe, tmp_path
 ):
     full = _calibrated_mpjpe(session, predictor, "vicon-segments", "plain", tmp_path)
-    report = (f"calibrated {full:.1f} mm, ideal plates {ideal_mpjpe:.1f} mm "
-              f"(ratio {full / ideal_mpjpe:.2f})")  # fmt: skip
+    report = (
+        f"calibrated {full:.1f} mm, ideal plates {ideal_mpjpe:.1f} mm "
+        f"(ratio {full / ideal_mpjpe:.2f})"
+    )
     print(report)
     assert full <= RATIO * ideal_mpjpe, report
 

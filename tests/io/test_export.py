@@ -18,8 +18,13 @@ def motion():
     rng = np.random.default_rng(0)
     poses = rng.normal(0.0, 0.4, (23, 24, 3))
     poses[:, 0] += [np.pi / 2, 0.0, 0.0]  # stand up in the Z-up world
-    return SMPLMotion(poses=poses, trans=rng.normal(0.0, 0.5, (23, 3)),
-                      betas=rng.normal(0.0, 1.0, 10), fps=30.0, name="walk")  # fmt: skip
+    return SMPLMotion(
+        poses=poses,
+        trans=rng.normal(0.0, 0.5, (23, 3)),
+        betas=rng.normal(0.0, 1.0, 10),
+        fps=30.0,
+        name="walk",
+    )
 
 
 def test_bvh_read_back_gives_the_body_joints_within_a_millimetre(motion, standin, tmp_path):
@@ -66,8 +71,12 @@ def test_ply_every_n_frames(motion, standin, tmp_path):
     assert [p.name for p in paths] == [f"walk_{k:06d}.ply" for k in (0, 5, 10, 15, 20)]
     mesh = trimesh.load(paths[2], process=False)
     assert mesh.vertices.shape == (standin.num_vertices, 3)
-    ref = standin(*(torch.as_tensor(x, dtype=torch.float32) for x in
-                    (motion.poses[10], motion.betas, motion.trans[10])))  # fmt: skip
+    ref = standin(
+        *(
+            torch.as_tensor(x, dtype=torch.float32)
+            for x in (motion.poses[10], motion.betas, motion.trans[10])
+        )
+    )
     np.testing.assert_allclose(mesh.vertices, ref.vertices.numpy(), atol=1e-5)
 
 

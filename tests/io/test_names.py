@@ -17,10 +17,18 @@ SET = list(load_marker_set("rbm14").names)
 
 @pytest.mark.parametrize(
     "name, target",
-    [("S01:LeftShin", "left_shin"), ("L_Shin", "left_shin"), ("left-shin", "left_shin"),
-     ("RThigh", "right_thigh"), ("S02:Head", "head"), ("CHEST", "chest"),
-     ("LeftUpperArm", "left_upper_arm"), ("r_forearm", "right_forearm"), ("Foot_R", "right_foot")],
-)  # fmt: skip
+    [
+        ("S01:LeftShin", "left_shin"),
+        ("L_Shin", "left_shin"),
+        ("left-shin", "left_shin"),
+        ("RThigh", "right_thigh"),
+        ("S02:Head", "head"),
+        ("CHEST", "chest"),
+        ("LeftUpperArm", "left_upper_arm"),
+        ("r_forearm", "right_forearm"),
+        ("Foot_R", "right_foot"),
+    ],
+)
 def test_default_rule_maps_side_and_body_part(name: str, target: str):
     assert map_names([name], SET, allow_missing=True) == {name: target}
 
@@ -66,8 +74,13 @@ def test_apply_mapping_orders_plates_like_the_set_and_invalidates_missing_ones()
     t = 5
     names = ["S01:RightShin", "S01:LeftShin"]
     pos = np.arange(t * 2 * 3, dtype=np.float32).reshape(t, 2, 3)
-    cap = Capture(fps=100.0, names=names, pos=pos, rot=np.tile(np.eye(3), (t, 2, 1, 1)),
-                  valid=np.ones((t, 2), bool))  # fmt: skip
+    cap = Capture(
+        fps=100.0,
+        names=names,
+        pos=pos,
+        rot=np.tile(np.eye(3), (t, 2, 1, 1)),
+        valid=np.ones((t, 2), bool),
+    )
     with pytest.raises(ConfigError, match="unassigned"):
         apply_mapping(cap, "rbm14")
     out = apply_mapping(cap, "rbm14", allow_missing=True)

@@ -68,9 +68,20 @@ def _check_round_trip(cap, names, pos, rot, valid):
 def test_quaternion_export_imports_to_the_written_poses_and_points(tmp_path, plates, units):
     names, pos, rot, valid = plates
     pnames, types, pts, pv = points_of(*plates)
-    path = write_optitrack(tmp_path / "take.csv", names, pos, rot, valid, units=units, fps=120.0,
-                           points=pts, point_names=pnames, point_types=types, point_valid=pv,
-                           frame_numbers=np.arange(60) + 7)  # fmt: skip
+    path = write_optitrack(
+        tmp_path / "take.csv",
+        names,
+        pos,
+        rot,
+        valid,
+        units=units,
+        fps=120.0,
+        points=pts,
+        point_names=pnames,
+        point_types=types,
+        point_valid=pv,
+        frame_numbers=np.arange(60) + 7,
+    )
     cap = read_optitrack(path)
     _check_round_trip(cap, names, pos, rot, valid)
     assert cap.fps == 120.0 and cap.frame_numbers.tolist() == list(range(7, 67))
@@ -127,8 +138,9 @@ def _small(tmp_path) -> Path:
     t = 4
     rot = np.tile(np.eye(3), (t, 2, 1, 1))
     pos = np.ones((t, 2, 3))
-    return write_optitrack(tmp_path / "bad.csv", ["a", "b"], pos, rot, np.ones((t, 2), bool),
-                           newline="\n")  # fmt: skip
+    return write_optitrack(
+        tmp_path / "bad.csv", ["a", "b"], pos, rot, np.ones((t, 2), bool), newline="\n"
+    )
 
 
 def _edit(path: Path, line: int, fn) -> Path:
@@ -158,8 +170,12 @@ def test_malformed_file_is_one_format_error_naming_file_line_column(tmp_path, ca
         path.write_text("\n".join(lines[:3] + lines[5:]))
     else:
         _edit(path, line, fn)
-    with pytest.raises(FormatError, match=str(path).replace(".", r"\.") + ".*" + pattern
-                       if pattern.startswith(":") else pattern) as info:  # fmt: skip
+    with pytest.raises(
+        FormatError,
+        match=str(path).replace(".", r"\.") + ".*" + pattern
+        if pattern.startswith(":")
+        else pattern,
+    ) as info:
         read_optitrack(path)
     assert str(path) in str(info.value)
 
@@ -168,8 +184,9 @@ def test_rigid_body_empty_throughout_is_an_error_naming_its_column(tmp_path):
     t = 3
     valid = np.ones((t, 2), bool)
     valid[:, 1] = False
-    path = write_optitrack(tmp_path / "e.csv", ["a", "b"], np.ones((t, 2, 3)),
-                           np.tile(np.eye(3), (t, 2, 1, 1)), valid)  # fmt: skip
+    path = write_optitrack(
+        tmp_path / "e.csv", ["a", "b"], np.ones((t, 2, 3)), np.tile(np.eye(3), (t, 2, 1, 1)), valid
+    )
     with pytest.raises(FormatError, match=r"e\.csv:4:11: Rigid Body 'b' is empty throughout"):
         read_optitrack(path)
 
@@ -219,9 +236,16 @@ def test_one_empty_cell_makes_that_frame_of_that_object_invalid(tmp_path):
 def test_a_point_name_seen_twice_is_made_unique(tmp_path):
     t = 3
     pts = np.zeros((t, 2, 3))
-    path = write_optitrack(tmp_path / "d.csv", ["a"], np.zeros((t, 1, 3)),
-                           np.tile(np.eye(3), (t, 1, 1, 1)), np.ones((t, 1), bool), points=pts,
-                           point_names=["m", "m"], point_types=["Marker", "Marker"])  # fmt: skip
+    path = write_optitrack(
+        tmp_path / "d.csv",
+        ["a"],
+        np.zeros((t, 1, 3)),
+        np.tile(np.eye(3), (t, 1, 1, 1)),
+        np.ones((t, 1), bool),
+        points=pts,
+        point_names=["m", "m"],
+        point_types=["Marker", "Marker"],
+    )
     assert read_optitrack(path).point_names == ["m", "m #2"]
 
 
@@ -240,9 +264,14 @@ def test_a_quaternion_off_unit_norm_beyond_the_tolerance_is_not_a_rotation(tmp_p
     its line and column, one within ROTATION_TOLERANCE is normalised (no silent rescaling of a
     damaged export)."""
     t = 4
-    path = write_optitrack(tmp_path / "q.csv", ["Body"], np.zeros((t, 1, 3)),
-                           np.tile(np.eye(3), (t, 1, 1, 1)), np.ones((t, 1), bool),
-                           newline="\n")  # fmt: skip
+    path = write_optitrack(
+        tmp_path / "q.csv",
+        ["Body"],
+        np.zeros((t, 1, 3)),
+        np.tile(np.eye(3), (t, 1, 1, 1)),
+        np.ones((t, 1), bool),
+        newline="\n",
+    )
     lines = path.read_text().split("\n")
     row = next(i for i, line in enumerate(lines) if line.startswith("2,"))  # the third frame
     cells = lines[row].split(",")  # Frame, Time, X, Y, Z, W, …

@@ -49,9 +49,17 @@ def _cluster_capture(t: int = 400, noise_m: float = 1.5e-4, seed: int = 0) -> tu
     vis[50:60, 0] = False  # one member hidden: still solvable
     vis[100:110, :2] = False  # two hidden: invalid
     vis[200:205] = False  # all hidden: invalid
-    cap = Capture(fps=100.0, names=[], pos=np.zeros((t, 0, 3)), rot=np.zeros((t, 0, 3, 3)),
-                  valid=np.zeros((t, 0), bool), point_names=NAMES, points=pts,
-                  point_valid=vis, source="cluster.csv")  # fmt: skip
+    cap = Capture(
+        fps=100.0,
+        names=[],
+        pos=np.zeros((t, 0, 3)),
+        rot=np.zeros((t, 0, 3, 3)),
+        valid=np.zeros((t, 0), bool),
+        point_names=NAMES,
+        points=pts,
+        point_valid=vis,
+        source="cluster.csv",
+    )
     return cap, rot, pos, vis
 
 
@@ -62,8 +70,9 @@ def test_solved_pose_recovers_the_known_pose_and_reports_gaps_exactly():
     np.testing.assert_array_equal(out.valid[:, 0], expected_valid)
     v = expected_valid
     pos_err_mm = np.linalg.norm(out.pos[v, 0] - pos[v], axis=-1) * 1000
-    ang = roma.rotmat_geodesic_distance(torch.from_numpy(out.rot[v, 0].astype(np.float64)),
-                                        torch.from_numpy(rot[v]))  # fmt: skip
+    ang = roma.rotmat_geodesic_distance(
+        torch.from_numpy(out.rot[v, 0].astype(np.float64)), torch.from_numpy(rot[v])
+    )
     assert pos_err_mm.max() < 0.5
     assert np.degrees(ang.numpy()).max() < 0.5
     print(f"cluster fit: max {pos_err_mm.max():.3f} mm, {np.degrees(ang.numpy()).max():.3f} deg")
@@ -162,10 +171,18 @@ def test_ten_minutes_of_fourteen_plates_solve_in_seconds():
     rng = np.random.default_rng(0)
     pts = rng.normal(0, 0.05, (t, 4 * k, 3))
     names = [f"p{j}:m{i}" for j in range(k) for i in range(4)]
-    cap = Capture(fps=100.0, names=[], pos=np.zeros((t, 0, 3)), rot=np.zeros((t, 0, 3, 3)),
-                  valid=np.zeros((t, 0), bool), point_names=names, points=pts)  # fmt: skip
-    defs = {f"p{j}": PlateDefinition(f"p{j}", tuple(names[4 * j : 4 * j + 4]), LOCAL)
-            for j in range(k)}  # fmt: skip
+    cap = Capture(
+        fps=100.0,
+        names=[],
+        pos=np.zeros((t, 0, 3)),
+        rot=np.zeros((t, 0, 3, 3)),
+        valid=np.zeros((t, 0), bool),
+        point_names=names,
+        points=pts,
+    )
+    defs = {
+        f"p{j}": PlateDefinition(f"p{j}", tuple(names[4 * j : 4 * j + 4]), LOCAL) for j in range(k)
+    }
     start = time.process_time()  # CPU time: robust to other jobs on the machine
     out = solve_plates(cap, defs)
     assert out.pos.shape == (t, k, 3)
@@ -209,9 +226,17 @@ def _frame_capture(t: int = 50, seed: int = 1) -> tuple:
     rot, pos = _motion(t, seed)
     local = np.array([[0.0, 0.0, 0.0], [0.4, 0.0, 0.0], [0.1, 0.25, 0.0]])
     pts = np.einsum("tij,kj->tki", rot, local) + pos[:, None]
-    cap = Capture(fps=100.0, names=[], pos=np.zeros((t, 0, 3)), rot=np.zeros((t, 0, 3, 3)),
-                  valid=np.zeros((t, 0), bool), point_names=FRAME_NAMES, points=pts,
-                  point_valid=np.ones((t, 3), bool), source="model.c3d")  # fmt: skip
+    cap = Capture(
+        fps=100.0,
+        names=[],
+        pos=np.zeros((t, 0, 3)),
+        rot=np.zeros((t, 0, 3, 3)),
+        valid=np.zeros((t, 0), bool),
+        point_names=FRAME_NAMES,
+        points=pts,
+        point_valid=np.ones((t, 3), bool),
+        source="model.c3d",
+    )
     return cap, rot, pos
 
 
@@ -253,8 +278,10 @@ def test_frame_plate_is_invalid_where_a_point_is_missing_or_the_axes_degenerate(
 
 
 def test_frame_plates_round_trip_through_the_plates_yaml(tmp_path: Path):
-    defs = {"seg": PlateDefinition.from_frame("seg", *FRAME_NAMES),
-            "box": PlateDefinition("box", tuple(NAMES), LOCAL)}  # fmt: skip
+    defs = {
+        "seg": PlateDefinition.from_frame("seg", *FRAME_NAMES),
+        "box": PlateDefinition("box", tuple(NAMES), LOCAL),
+    }
     path = save_plate_definitions(tmp_path / "plates.yaml", defs)
     assert "seg:\n  frame: {origin: SEGO, x: SEGA, y: SEGL}\n" in path.read_text()
     back = load_plate_definitions(path)
@@ -292,12 +319,19 @@ def test_the_shipped_plug_in_gait_definition_gives_every_rbm14_plate_a_segment_f
 
     defs = load_plate_definitions("plug-in-gait")
     assert list(defs) == list(load_marker_set("rbm14").names)
-    limbs = {"upper_arm": "HU", "forearm": "RA", "hand": "HN", "thigh": "FE", "shin": "TI",
-             "foot": "FO"}  # fmt: skip
+    limbs = {
+        "upper_arm": "HU",
+        "forearm": "RA",
+        "hand": "HN",
+        "thigh": "FE",
+        "shin": "TI",
+        "foot": "FO",
+    }
     segment = {"head": "HED", "chest": "TRX"} | {
-        f"{side}_{limb}": side[0].upper() + seg for side in ("left", "right")
+        f"{side}_{limb}": side[0].upper() + seg
+        for side in ("left", "right")
         for limb, seg in limbs.items()
-    }  # fmt: skip
+    }
     assert {n: d.frame for n, d in defs.items()} == {
         n: (f"{s}O", f"{s}A", f"{s}L") for n, s in segment.items()
     }
@@ -334,8 +368,10 @@ def test_plug_in_gait_static_imports_as_rbm14_plates_on_the_segment_frames():
     whose z axis points to the segment's P point, at its O point (m, Z up); joint centres kept."""
     from rbmcap.io.importer import ImportOptions, import_capture
 
-    cap = import_capture(PIG / "PiG_Calibration-FlatFoot-One.c3d",
-                         ImportOptions(plates="plug-in-gait", markers="rbm14"))  # fmt: skip
+    cap = import_capture(
+        PIG / "PiG_Calibration-FlatFoot-One.c3d",
+        ImportOptions(plates="plug-in-gait", markers="rbm14"),
+    )
     defs = load_plate_definitions("plug-in-gait")
     assert cap.names == list(defs) and cap.num_frames == 1 and cap.valid.all()
     assert np.isnan(cap.residual_mm).all() and "LFEO" in cap.point_names

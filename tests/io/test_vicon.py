@@ -65,18 +65,26 @@ def test_tracker_global_angle_objects_round_trip(tmp_path, plates, rotation, uni
 
 def test_euler_xyz_is_intrinsic_rx_ry_rz():
     angles = torch.tensor([[0.3, -0.5, 1.1]], dtype=torch.float64)
-    rx, ry, rz = (roma.rotvec_to_rotmat(torch.eye(3, dtype=torch.float64)[i] * angles[0, i])
-                  for i in range(3))  # fmt: skip
+    rx, ry, rz = (
+        roma.rotvec_to_rotmat(torch.eye(3, dtype=torch.float64)[i] * angles[0, i]) for i in range(3)
+    )
     cells = rotation_cells((rx @ ry @ rz)[None].numpy(), "euler_xyz", "rad")
     np.testing.assert_allclose(cells, angles.numpy(), atol=1e-12)
 
 
 @pytest.mark.parametrize(
     "variant",
-    [{"pad": 7}, {"crlf": True}, {"sep": ";"}, {"trimmed": True}, {"bom": True},
-     {"bom": True, "trimmed": True}, {"sep": ";", "crlf": True, "bom": True, "pad": 3}],
+    [
+        {"pad": 7},
+        {"crlf": True},
+        {"sep": ";"},
+        {"trimmed": True},
+        {"bom": True},
+        {"bom": True, "trimmed": True},
+        {"sep": ";", "crlf": True, "bom": True, "pad": 3},
+    ],
     ids=["padded", "crlf", "semicolon", "trimmed", "bom", "bom-trimmed", "all"],
-)  # fmt: skip
+)
 def test_real_file_variants_import_to_the_same_poses(tmp_path, plates, variant):
     f = write_segments(tmp_path / "v.csv", *plates, **variant)
     assert detect_format(f) == "vicon-segments"
@@ -148,13 +156,29 @@ def test_sub_frames_other_than_zero_are_dropped(tmp_path, plates):
 @settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(sep=st.sampled_from([",", ";"]), pad=st.integers(0, 12), crlf=st.booleans(),
-       bom=st.booleans(), trimmed=st.booleans(), unit=st.sampled_from(["deg", "rad"]),
-       rotation=st.sampled_from(ROTATIONS))  # fmt: skip
-def test_any_layout_variant_round_trips(tmp_path, plates, sep, pad, crlf, bom, trimmed, unit,
-                                        rotation):  # fmt: skip
-    f = write_segments(tmp_path / "h.csv", *plates, sep=sep, pad=pad, crlf=crlf, bom=bom,
-                       trimmed=trimmed, rotation=rotation, unit=unit)  # fmt: skip
+@given(
+    sep=st.sampled_from([",", ";"]),
+    pad=st.integers(0, 12),
+    crlf=st.booleans(),
+    bom=st.booleans(),
+    trimmed=st.booleans(),
+    unit=st.sampled_from(["deg", "rad"]),
+    rotation=st.sampled_from(ROTATIONS),
+)
+def test_any_layout_variant_round_trips(
+    tmp_path, plates, sep, pad, crlf, bom, trimmed, unit, rotation
+):
+    f = write_segments(
+        tmp_path / "h.csv",
+        *plates,
+        sep=sep,
+        pad=pad,
+        crlf=crlf,
+        bom=bom,
+        trimmed=trimmed,
+        rotation=rotation,
+        unit=unit,
+    )
     assert detect_vicon_kind(f.read_bytes().decode("utf-8-sig")) == "vicon-segments"
     assert_same_plates(read_vicon(f, rotation=rotation, fps=100.0), *plates)
 

@@ -137,5 +137,10 @@ def test_the_fit_refuses_a_ridge_that_leaves_its_equations_unsolvable(standin, w
     from rbmcap.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"plate_fit\.prior_weight must be > 0"):
-        small_module(standin, "causal_gru", "features=bones", "plate_fit.enabled=true",
-                f"plate_fit.prior_weight={weight}")  # fmt: skip
+        small_module(
+            standin,
+            "causal_gru",
+            "features=bones",
+            "plate_fit.enabled=true",
+            f"plate_fit.prior_weight={weight}",
+        )

@@ -34,8 +34,9 @@ def _rest(standin):
 def _observe(standin, poses, trans):
     obs = Synthesizer(standin, "rbm14", "none")(poses.numpy(), trans=trans.numpy())
     desc, rest_pos, rest_rot, joints = _rest(standin)
-    prior = KinematicPrior(desc["joints"], desc["parents"].index(-1), rest_pos, joints,
-                           parents=desc["parents"])  # fmt: skip
+    prior = KinematicPrior(
+        desc["joints"], desc["parents"].index(-1), rest_pos, joints, parents=desc["parents"]
+    )
     bone = torch.from_numpy(obs.rot) @ rest_rot.transpose(-1, -2)
     return prior, bone, torch.from_numpy(obs.pos), torch.from_numpy(obs.valid), obs
 
@@ -85,8 +86,12 @@ def test_anchored_prior_keeps_plates_and_pelvis_and_hands_the_rest_down(standin)
     for joint, ancestor in ((3, 0), (6, 0)):
         assert not torch.allclose(want[:, joint], want[:, ancestor], atol=1e-3), joint
     assert set(full.swing) == {6, 12, 13, 14} and not enc.prior.swing and not enc.prior.plan
-    assert enc.dim == FeatureEncoder("kinematic", desc["parents"], rest_rot, desc["joints"],
-                                     rest_pos, joints).dim  # fmt: skip
+    assert (
+        enc.dim
+        == FeatureEncoder(
+            "kinematic", desc["parents"], rest_rot, desc["joints"], rest_pos, joints
+        ).dim
+    )
 
 
 def test_an_occluded_plate_keeps_its_relative_rotation_from_the_nearest_seen_frame():
@@ -128,6 +133,11 @@ def test_untrained_regressor_answers_with_the_prior(standin):
     assert float(out["betas"].abs().max()) == 0.0
     err = (joints - torch.from_numpy(obs.joints)).norm(dim=-1)
     assert float(err.mean()) < 0.02, f"prior MPJPE {1e3 * float(err.mean()):.1f} mm"
-    angle = math.degrees(float(roma.rotmat_geodesic_distance(
-        out["rotmats"][0, :, 0], roma.rotvec_to_rotmat(poses[:, 0])).max()))  # fmt: skip
+    angle = math.degrees(
+        float(
+            roma.rotmat_geodesic_distance(
+                out["rotmats"][0, :, 0], roma.rotvec_to_rotmat(poses[:, 0])
+            ).max()
+        )
+    )
     assert angle < 4.0

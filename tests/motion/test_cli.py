@@ -175,8 +175,23 @@ def test_errors_print_one_line_and_exit_non_zero(capsys, tmp_path, known_bvh, ar
 
 
 def test_procedural_spreads_motions_over_the_given_subjects(capsys, tmp_path):
-    args = ["motion", "procedural", "--num", "3", "--seed", "1", "--kinds", "turn_in_place",
-            "--fps", "30", "--subjects", "3", "--quiet", "--out", str(tmp_path)]  # fmt: skip
+    args = [
+        "motion",
+        "procedural",
+        "--num",
+        "3",
+        "--seed",
+        "1",
+        "--kinds",
+        "turn_in_place",
+        "--fps",
+        "30",
+        "--subjects",
+        "3",
+        "--quiet",
+        "--out",
+        str(tmp_path),
+    ]
     code, _, _ = run(capsys, *args)
     assert code == 0
     assert len(list(tmp_path.rglob("shape.npz"))) == 3

@@ -266,8 +266,20 @@ def test_the_builder_splits_by_subject_beside_procedural_motion(clips_dir, tmp_p
 
 def test_the_command_line_retargets_a_clip_and_a_folder(clips_dir, tmp_path, capsys):
     out = tmp_path / "one.npz"
-    assert main(["motion", "from-bvh", str(clips_dir / "002_01.bvh"), "--joint-map",
-                 "iclone_cc", "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "motion",
+                "from-bvh",
+                str(clips_dir / "002_01.bvh"),
+                "--joint-map",
+                "iclone_cc",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert read_motion(out).num_frames == CLIP_FRAMES
     clips = tmp_path / "clips"
     clips.mkdir()

@@ -48,8 +48,9 @@ def test_an_unknown_rig_gets_a_drafted_map_that_retargets_it(mixamo, kin, tmp_pa
     assert draft["joints"]["left_collar"] == "mixamorig:LeftShoulder"
     assert draft["joints"]["left_shoulder"] == "mixamorig:LeftArm"
     (tmp_path / "draft.yaml").write_text(err.value.template)
-    out = retarget_bvh(read_bvh(path), JointMap.load(tmp_path / "draft.yaml"), floor="bvh",
-                       body=kin.body)  # fmt: skip
+    out = retarget_bvh(
+        read_bvh(path), JointMap.load(tmp_path / "draft.yaml"), floor="bvh", body=kin.body
+    )
     joints, _ = kin.pose(out.poses, out.trans)
     error = np.linalg.norm(joints - truth, axis=-1)[:, :22]  # the draft maps no hands
     assert error.mean() < 0.006, error.mean()
@@ -59,11 +60,15 @@ def test_motion_alignment_recovers_a_rig_with_no_usable_rest(mixamo, kin, tmp_pa
     """The known rig's rest has its arms hanging and faces +X: the alignment read from the
     motion alone puts every body joint within millimetres of the truth."""
     path, truth = mixamo
-    spec = {"units_to_metres": 0.01, "alignment": "motion",
-            "joints": {k: PREFIX + v for k, v in MIXAMO.items()}}  # fmt: skip
+    spec = {
+        "units_to_metres": 0.01,
+        "alignment": "motion",
+        "joints": {k: PREFIX + v for k, v in MIXAMO.items()},
+    }
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(spec))
-    out = retarget_bvh(read_bvh(path), JointMap.load(tmp_path / "m.yaml"), floor="bvh",
-                       body=kin.body)  # fmt: skip
+    out = retarget_bvh(
+        read_bvh(path), JointMap.load(tmp_path / "m.yaml"), floor="bvh", body=kin.body
+    )
     joints, _ = kin.pose(out.poses, out.trans)
     assert np.linalg.norm(joints - truth, axis=-1).mean() < 0.006
 
@@ -133,12 +138,27 @@ def test_subject_pattern_groups_clips_for_the_splits(mixamo, tmp_path, kin):
     pattern = r"dataset-1_[^_]+_(?P<subject>[^_]+)_\d+"
     assert set(clip_subjects(src, pattern).values()) == {"old", "happy"}
     spec = tmp_path / "m.yaml"
-    spec.write_text(yaml.safe_dump({"units_to_metres": 0.01, "alignment": "motion",
-                                    "joints": yaml.safe_load(_draft(path))["joints"]}))  # fmt: skip
-    lists = build_motion_folder(src, tmp_path / "motions", spec, splits={"old": "test"},
-                                subject_pattern=pattern, body=kin.body)  # fmt: skip
-    assert sorted(lists["test"]) == ["clips/old/dataset-1_run_old_001_poses.npz",
-                                     "clips/old/dataset-1_walk_old_001_poses.npz"]  # fmt: skip
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "units_to_metres": 0.01,
+                "alignment": "motion",
+                "joints": yaml.safe_load(_draft(path))["joints"],
+            }
+        )
+    )
+    lists = build_motion_folder(
+        src,
+        tmp_path / "motions",
+        spec,
+        splits={"old": "test"},
+        subject_pattern=pattern,
+        body=kin.body,
+    )
+    assert sorted(lists["test"]) == [
+        "clips/old/dataset-1_run_old_001_poses.npz",
+        "clips/old/dataset-1_walk_old_001_poses.npz",
+    ]
     assert lists["train"] == ["clips/happy/dataset-1_walk_happy_001_poses.npz"]
     with pytest.raises(DataError, match="does not match subject_pattern"):
         clip_subjects(src, r"other_(?P<subject>\w+)")

@@ -26,10 +26,17 @@ pytestmark = pytest.mark.slow
 
 def _copy_checkout(dst: Path) -> None:
     """Copy what a fresh clone would hold (files git tracks or would add), nothing built."""
-    files = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO, capture_output=True, check=True, timeout=60,
-    ).stdout.decode().split("\0")  # fmt: skip
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, files):
         if (REPO / name).is_file():
             (dst / name).parent.mkdir(parents=True, exist_ok=True)
@@ -67,10 +74,22 @@ def installed(tmp_path_factory):
     )
     start = time.perf_counter()
     _run(
-        [sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps",
-         "--no-build-isolation", "--no-cache-dir", "--quiet", src],
-        cwd=root, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            venv / "bin" / "python",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-cache-dir",
+            "--quiet",
+            src,
+        ],
+        cwd=root,
+        env=env,
+    )
     seconds = time.perf_counter() - start
     assert seconds < 120, f"the install took {seconds:.0f} s"
     work = root / "elsewhere"
@@ -96,8 +115,10 @@ def test_the_wheel_ships_the_pretrained_model_by_name(installed):
     out = _run([bin_dir / "rbmcap", "pretrained", "list", "--json"], work, env).stdout
     cards = json.loads(out)
     assert "standin-rbm14" in cards and cards["standin-rbm14"]["check"]["mpjpe_mm"]["mean"] > 0
-    code = ("from rbmcap.inference import Predictor; "
-            "print(Predictor.from_checkpoint('standin-rbm14').marker_set)")  # fmt: skip
+    code = (
+        "from rbmcap.inference import Predictor; "
+        "print(Predictor.from_checkpoint('standin-rbm14').marker_set)"
+    )
     assert _run([bin_dir / "python", "-c", code], work, env).stdout.strip() == "rbm14"
 
 
@@ -129,10 +150,22 @@ def test_synth_with_packaged_markers_and_realism(installed):
         env,
     )
     _run(
-        [rbmcap, "synth", "--motions", "motions", "--out", "dataset", "--markers", "rbm14",
-         "--realism", "realistic", "--no-progress"],
-        work, env,
-    )  # fmt: skip
+        [
+            rbmcap,
+            "synth",
+            "--motions",
+            "motions",
+            "--out",
+            "dataset",
+            "--markers",
+            "rbm14",
+            "--realism",
+            "realistic",
+            "--no-progress",
+        ],
+        work,
+        env,
+    )
     info = json.loads(_run([rbmcap, "dataset", "info", "dataset", "--json"], work, env).stdout)
     assert info["marker_set"] == "rbm14" and info["realism"] == "realistic"
     assert info["sequences"] == 2 and info["frames"] > 0

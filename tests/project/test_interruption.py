@@ -58,8 +58,9 @@ class Child:
     @classmethod
     def spawn(cls, argv: list[str]) -> Child:
         env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
-        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)  # fmt: skip
+        proc = subprocess.Popen(
+            argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         return cls(proc=proc)
 
     def poll(self) -> str | None:
@@ -115,8 +116,9 @@ class Child:
 
 def _files(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` (relative path → bytes)."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 def _hidden(name: str) -> bool:
@@ -141,15 +143,40 @@ def _synth(motions: Path, out: Path) -> Callable[[], int]:
     def run() -> int:
         from rbmcap.cli.main import main
 
-        return main(["synth", "--motions", str(motions), "--out", str(out), "--realism", "harsh",
-                     "--seed", "3", "--no-progress"])  # fmt: skip
+        return main(
+            [
+                "synth",
+                "--motions",
+                str(motions),
+                "--out",
+                str(out),
+                "--realism",
+                "harsh",
+                "--seed",
+                "3",
+                "--no-progress",
+            ]
+        )
 
     return run
 
 
 def _synth_argv(motions: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "rbmcap", "synth", "--motions", str(motions), "--out", str(out),
-            "--realism", "harsh", "--seed", "3", "--no-progress"]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "rbmcap",
+        "synth",
+        "--motions",
+        str(motions),
+        "--out",
+        str(out),
+        "--realism",
+        "harsh",
+        "--seed",
+        "3",
+        "--no-progress",
+    ]
 
 
 def _parts(out: Path) -> int:
@@ -206,8 +233,9 @@ def test_synth_command_killed_at_twenty_random_points_resumes_byte_identical(few
 
 # -------------------------------------------------------------------------------- training
 def _train_cfg(dataset: Path, out: Path, *extra: str):
-    return compose_train(*tiny_run(dataset, "logger=none", "trainer.max_epochs=4"),
-                    f"paths.root_dir={out}", *extra)  # fmt: skip
+    return compose_train(
+        *tiny_run(dataset, "logger=none", "trainer.max_epochs=4"), f"paths.root_dir={out}", *extra
+    )
 
 
 def _train(cfg, out: Path) -> Callable[[], int]:
@@ -222,8 +250,12 @@ def _train(cfg, out: Path) -> Callable[[], int]:
 
 def _weights(run: Path) -> dict:
     state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
-    return {"step": state["global_step"], "epoch": state["epoch"], **state["state_dict"],
-            **{f"adam.{k}": v for k, v in _adam_tensors(state)}}  # fmt: skip
+    return {
+        "step": state["global_step"],
+        "epoch": state["epoch"],
+        **state["state_dict"],
+        **{f"adam.{k}": v for k, v in _adam_tensors(state)},
+    }
 
 
 def _adam_tensors(state):
@@ -254,9 +286,13 @@ def _train_trials(dataset: Path, tmp_path: Path, count: int, spawn: bool) -> lis
         last = out / "checkpoints" / "last.ckpt"
         extra = float(rng.uniform(0.0, 0.6 * rest))
         if spawn:
-            argv = [sys.executable, str(REPO / "train.py"), f"hydra.run.dir={out}",
-                    *tiny_run(dataset, "logger=none", "trainer.max_epochs=4"),
-                    f"paths.root_dir={tmp_path}"]  # fmt: skip
+            argv = [
+                sys.executable,
+                str(REPO / "train.py"),
+                f"hydra.run.dir={out}",
+                *tiny_run(dataset, "logger=none", "trainer.max_epochs=4"),
+                f"paths.root_dir={tmp_path}",
+            ]
             child = Child.spawn(argv)
         else:
             child = Child.fork(_train(_train_cfg(dataset, tmp_path), out))
@@ -366,9 +402,20 @@ def _import_argv(take: Path) -> Callable[[Path], list[str]]:
 
 
 def _infer_argv(capture: Path, checkpoint: Path) -> Callable[[Path], list[str]]:
-    return lambda out: ["infer", str(capture), "--ckpt", str(checkpoint),
-                        "--out", str(out / "motion.npz"), "--bvh", str(out / "motion.bvh"),
-                        "--glb", str(out / "motion.glb"), "--ply-every", "100"]  # fmt: skip
+    return lambda out: [
+        "infer",
+        str(capture),
+        "--ckpt",
+        str(checkpoint),
+        "--out",
+        str(out / "motion.npz"),
+        "--bvh",
+        str(out / "motion.bvh"),
+        "--glb",
+        str(out / "motion.glb"),
+        "--ply-every",
+        "100",
+    ]
 
 
 def test_killed_import_and_export_leave_no_half_written_output(take, checkpoint, tmp_path):

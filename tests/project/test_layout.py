@@ -260,10 +260,7 @@ def _only_reexports(tree: ast.Module) -> bool:
     body = [n for n in tree.body if not _is_docstring(n)]
     return bool(body) and all(
         isinstance(n, (ast.Import, ast.ImportFrom))
-        or (
-            isinstance(n, ast.Assign)
-            and (isinstance(n.value, ast.Name) or _binds(n, "__all__"))
-        )
+        or (isinstance(n, ast.Assign) and (isinstance(n.value, ast.Name) or _binds(n, "__all__")))
         for n in body
     )
 
@@ -290,10 +287,14 @@ def test_no_module_only_re_exports():
 def _quotes_an_exception(node: ast.FunctionDef) -> bool:
     """Takes an exception and returns text, or reads a message's first line and falls back on the
     exception's class name."""
-    typed = any(
-        isinstance(a.annotation, ast.Name) and a.annotation.id in ("BaseException", "Exception")
-        for a in node.args.args
-    ) and isinstance(node.returns, ast.Name) and node.returns.id == "str"
+    typed = (
+        any(
+            isinstance(a.annotation, ast.Name) and a.annotation.id in ("BaseException", "Exception")
+            for a in node.args.args
+        )
+        and isinstance(node.returns, ast.Name)
+        and node.returns.id == "str"
+    )
     attrs = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
     return typed or {"splitlines", "__name__"} <= attrs
 

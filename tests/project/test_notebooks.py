@@ -71,8 +71,11 @@ def test_stored_notebook_is_valid_and_has_no_outputs(name):
 
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     nbformat.validate(nb)
-    dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
-             and (c.outputs or c.execution_count is not None)]  # fmt: skip
+    dirty = [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and (c.outputs or c.execution_count is not None)
+    ]
     assert not dirty, (
         f"{name}: code cells {dirty} hold outputs or execution counts; clear them before "
         f"committing (Jupyter: Edit > Clear Outputs of All Cells)"
@@ -113,14 +116,20 @@ def executed(tmp_path_factory):
 @pytest.mark.parametrize("name", sorted(EXECUTED))
 def test_notebook_runs_and_writes_what_it_promises(name, executed):
     nb, cwd, seconds = executed(name)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-              if o.output_type == "error"]  # fmt: skip
+    errors = [
+        o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
+    ]
     assert not errors
     for rel in EXECUTED[name]:
         path = cwd / rel
         assert path.is_file() and path.stat().st_size > 0, f"{name} did not write {rel}"
-    shown = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-             if "image/png" in o.get("data", {})]  # fmt: skip
+    shown = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if "image/png" in o.get("data", {})
+    ]
     assert shown, f"{name} shows no picture"
     print(f"{name}: {seconds:.0f} s")
 

@@ -23,10 +23,29 @@ FRAMES = 25  # per sequence: small, so every render here takes seconds
 def evaluated(checkpoint, tiny_dataset, tmp_path_factory):
     """An eval folder (truth, network, 6-DoF baseline) rendered with --render-worst."""
     out = tmp_path_factory.mktemp("render") / "eval"
-    code = main(["eval", "--ckpt", str(checkpoint), "--data", str(tiny_dataset), "--split", "test",
-                 "--baseline", "--max-frames", "40", "--frames-per-sequence", str(FRAMES),
-                 "--solver-iterations", "5", "--no-vertices", "--render-worst", "--json",
-                 "--out", str(out)])  # fmt: skip
+    code = main(
+        [
+            "eval",
+            "--ckpt",
+            str(checkpoint),
+            "--data",
+            str(tiny_dataset),
+            "--split",
+            "test",
+            "--baseline",
+            "--max-frames",
+            "40",
+            "--frames-per-sequence",
+            str(FRAMES),
+            "--solver-iterations",
+            "5",
+            "--no-vertices",
+            "--render-worst",
+            "--json",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     return out
 
@@ -55,8 +74,24 @@ def test_render_worst_adds_a_clip_of_the_networks_worst_sequence(evaluated):
 def test_gif_has_a_panel_per_method_and_a_picture_per_sampled_frame(evaluated, tmp_path):
     name = load_sequences(evaluated)[0].name
     out = tmp_path / "cmp.gif"
-    assert main(["render", str(evaluated), "--sequence", name, "--methods", "network",
-                 "--fps", "30", "--no-mesh", "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "render",
+                str(evaluated),
+                "--sequence",
+                name,
+                "--methods",
+                "network",
+                "--fps",
+                "30",
+                "--no-mesh",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     frames = _frames(out)
     assert len(frames) == len(frame_indices(FRAMES, 60.0, 30.0, 150)) == 13
     assert frames[0].shape == (HEIGHT_PX, 2 * PANEL_PX, 3)  # truth and network only
@@ -169,8 +204,7 @@ def test_the_subjects_left_is_on_the_screens_right_when_it_faces_the_camera(eval
         "unknown-method",
     ],
 )
-def test_bad_input_is_one_error_line_and_no_file(evaluated, tmp_path, capsys, args, message,
-                                                 code):  # fmt: skip
+def test_bad_input_is_one_error_line_and_no_file(evaluated, tmp_path, capsys, args, message, code):
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     assert main(["render", *args(evaluated, out_dir)]) == code

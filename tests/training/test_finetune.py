@@ -80,11 +80,14 @@ def test_oversampled_sequences_repeat_their_windows(tiny_dataset):
     assert len(module.dataset("val")) == len(WindowDataset(tiny_dataset, "val", 30, 30))
 
 
-@pytest.mark.parametrize(("oversample", "needle"), [
-    ({"no-such-*": 2}, "matches no sequence"),
-    ({"*": 0}, "expected a whole number >= 1"),
-    ({"*": 1.5}, "expected a whole number >= 1"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("oversample", "needle"),
+    [
+        ({"no-such-*": 2}, "matches no sequence"),
+        ({"*": 0}, "expected a whole number >= 1"),
+        ({"*": 1.5}, "expected a whole number >= 1"),
+    ],
+)
 def test_bad_oversampling_is_a_config_error(tiny_dataset, oversample, needle):
     with pytest.raises(ConfigError, match=needle):
         WindowDataset(tiny_dataset, "train", 30, 15, oversample)

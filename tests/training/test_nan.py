@@ -18,10 +18,17 @@ from rbmcap.training.module import RBMRegressor
 def test_the_loss_check_names_the_epoch_the_step_and_each_bad_term():
     good = {"rotation": torch.tensor(0.5), "total": torch.tensor(0.5)}
     check_finite_loss(good, 0, 0)
-    bad = {"rotation": torch.tensor(float("nan")), "joints": torch.tensor(float("inf")),
-           "betas": torch.tensor(0.1), "total": torch.tensor(float("nan"))}  # fmt: skip
-    with pytest.raises(DataError, match=r"epoch 2, step 17: the loss became NaN "
-                       r"\(loss terms: rotation NaN, joints infinite\)") as err:  # fmt: skip
+    bad = {
+        "rotation": torch.tensor(float("nan")),
+        "joints": torch.tensor(float("inf")),
+        "betas": torch.tensor(0.1),
+        "total": torch.tensor(float("nan")),
+    }
+    with pytest.raises(
+        DataError,
+        match=r"epoch 2, step 17: the loss became NaN "
+        r"\(loss terms: rotation NaN, joints infinite\)",
+    ) as err:
         check_finite_loss(bad, 2, 17)
     assert err.value.exit_code == EXIT_DATA
 
@@ -77,8 +84,11 @@ def test_a_nan_loss_stops_training_and_the_last_good_checkpoint_stays(
     monkeypatch.setenv("RBMCAP_ROOT", str(tmp_path))
     _nan_from(monkeypatch, epoch=1, batch=1, term="joints")
     cfg = compose_train(*tiny_run(tiny_dataset, "logger=none", "trainer.max_epochs=3"))
-    with pytest.raises(DataError, match=r"epoch 1, step 4: the loss became NaN "
-                       r"\(loss terms: joints NaN\)"):  # fmt: skip
+    with pytest.raises(
+        DataError,
+        match=r"epoch 1, step 4: the loss became NaN "
+        r"\(loss terms: joints NaN\)",
+    ):
         train(cfg, tmp_path / "run")
     # epoch 0 ended with a checkpoint (step 3); nothing was saved after the NaN
     saved = _finite_checkpoints(tmp_path / "run")
@@ -115,8 +125,12 @@ def test_weights_that_became_nan_are_not_checkpointed(tmp_path, tiny_dataset, mo
 
 def test_train_py_exits_5_with_one_line_when_the_loss_diverges(tmp_path, tiny_dataset):
     # an absurd learning rate: the first step throws the weights so far that the loss overflows
-    proc = run_train_py(tmp_path, f"paths.root_dir={tmp_path / 'root'}", "optim.lr=1e30",
-                *tiny_run(tiny_dataset, "logger=none", "trainer.max_epochs=2"))  # fmt: skip
+    proc = run_train_py(
+        tmp_path,
+        f"paths.root_dir={tmp_path / 'root'}",
+        "optim.lr=1e30",
+        *tiny_run(tiny_dataset, "logger=none", "trainer.max_epochs=2"),
+    )
     assert proc.returncode == EXIT_DATA, proc.stderr[-3000:]
     lines = [line for line in proc.stderr.splitlines() if line.startswith("train: error:")]
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]

@@ -28,11 +28,21 @@ def _seeded():
 def test_fast_dev_run_for_every_network(standin, tiny_dataset, network):
     model = small_module(standin, network, "augment.marker_dropout=0.3", "augment.dropout_span=10")
     data = RBMDataModule(tiny_dataset, window=30, train_stride=30, batch_size=4)
-    trainer = L.Trainer(fast_dev_run=True, accelerator="cpu", logger=False,
-                        enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+    trainer = L.Trainer(
+        fast_dev_run=True,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(model, datamodule=data)
-    out = model(*(torch.zeros(1, 5, 14, 3), torch.eye(3).expand(1, 5, 14, 3, 3),
-                  torch.ones(1, 5, 14, dtype=torch.bool)))  # fmt: skip
+    out = model(
+        *(
+            torch.zeros(1, 5, 14, 3),
+            torch.eye(3).expand(1, 5, 14, 3, 3),
+            torch.ones(1, 5, 14, dtype=torch.bool),
+        )
+    )
     assert out["rotmats"].shape == (1, 5, 24, 3, 3) and out["trans"].shape == (1, 5, 3)
     assert model.is_causal == (network.startswith("causal") or network == "mlp")  # per-frame
 
@@ -56,9 +66,15 @@ def test_a_tiny_run_overfits_one_batch(standin, tiny_dataset):
 
 def test_checkpoint_hyper_parameters_are_plain_data(standin, tiny_dataset, tmp_path):
     model = small_module(standin, "transformer")
-    trainer = L.Trainer(max_steps=1, limit_val_batches=1, accelerator="cpu", logger=False,
-                        enable_progress_bar=False, default_root_dir=tmp_path,
-                        enable_model_summary=False)  # fmt: skip
+    trainer = L.Trainer(
+        max_steps=1,
+        limit_val_batches=1,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        default_root_dir=tmp_path,
+        enable_model_summary=False,
+    )
     trainer.fit(model, datamodule=RBMDataModule(tiny_dataset, window=30, batch_size=2))
     path = tmp_path / "model.ckpt"
     trainer.save_checkpoint(path)
@@ -118,9 +134,13 @@ def _final_state(path: str) -> dict:
     """Weights, Adam's moments, the step and the scheduler of a checkpoint."""
     raw = torch.load(path, weights_only=True)
     adam = raw["optimizer_states"][0]["state"]
-    return {"step": raw["global_step"], "epoch": raw["epoch"], **raw["state_dict"],
-            **{f"adam.{i}.{k}": v for i, s in adam.items() for k, v in s.items()},
-            "sched": raw["lr_schedulers"][0]["last_epoch"]}  # fmt: skip
+    return {
+        "step": raw["global_step"],
+        "epoch": raw["epoch"],
+        **raw["state_dict"],
+        **{f"adam.{i}.{k}": v for i, s in adam.items() for k, v in s.items()},
+        "sched": raw["lr_schedulers"][0]["last_epoch"],
+    }
 
 
 def test_a_resumed_run_ends_bit_identical_to_the_uninterrupted_run(
@@ -193,8 +213,9 @@ def test_an_experiment_builds_its_optimiser_and_schedule_from_the_config(standin
 
     from rbmcap.errors import ConfigError
 
-    model = small_module(standin, "mlp", "experiment=standin_rbm14", "optim.lr=1e-3",
-                    "scheduler.decay=0.5")  # fmt: skip
+    model = small_module(
+        standin, "mlp", "experiment=standin_rbm14", "optim.lr=1e-3", "scheduler.decay=0.5"
+    )
     model.trainer = SimpleNamespace(estimated_stepping_batches=100)
     configured = model.configure_optimizers()
     opt, schedule = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
@@ -228,8 +249,9 @@ def test_loggers_come_from_the_logger_config_group(tmp_path):
 
     csv = build_logger(compose_train("logger=csv").logger, tmp_path)
     assert isinstance(csv, CSVLogger) and Path(csv.save_dir) == tmp_path
-    assert isinstance(build_logger(compose_train("logger=tensorboard").logger, tmp_path),
-                      TensorBoardLogger)  # fmt: skip
+    assert isinstance(
+        build_logger(compose_train("logger=tensorboard").logger, tmp_path), TensorBoardLogger
+    )
     assert build_logger(compose_train("logger=none").logger, tmp_path) is None
 
 
@@ -288,8 +310,9 @@ def test_wandb_with_a_key_is_left_online(tmp_path, monkeypatch):
 # ------------------------------------------------------------------- markers.* overrides
 def test_marker_overrides_reach_the_model(standin):
     default = small_module(standin, "mlp")
-    moved = small_module(standin, "mlp", "markers.markers.0.anchor.along=0.9",
-                    "markers.markers.4.parent=chest")  # fmt: skip
+    moved = small_module(
+        standin, "mlp", "markers.markers.0.anchor.along=0.9", "markers.markers.4.parent=chest"
+    )
     parents = moved.hparams["markers"]["parents"]
     assert parents[4] == 1 and default.hparams["markers"]["parents"][4] == 3  # hand → chest
     assert moved.encoder.parents == parents  # the feature tree follows the override
@@ -300,8 +323,9 @@ def test_marker_overrides_reach_the_model(standin):
 
 def test_a_marker_set_cut_down_on_the_command_line_drops_its_markers(standin):
     """The composed mapping is what counts, not the group's name."""
-    model = small_module(standin, "mlp", "+markers.select=[chest,head,left_hand]",
-                    "markers.name=rbm3")  # fmt: skip
+    model = small_module(
+        standin, "mlp", "+markers.select=[chest,head,left_hand]", "markers.name=rbm3"
+    )
     assert model.hparams["markers"]["names"] == ["chest", "head", "left_hand"]
     assert model.hparams["markers"]["parents"] == [-1, 0, 0]
     assert model.encoder.num_markers == 3 and len(model.hparams["plate_rest_pos"]) == 3
@@ -346,11 +370,18 @@ def fake_synthesis(tiny_dataset, monkeypatch):
 
 def _absent_data(tmp_path, *overrides: str):
     return compose_train(
-        f"paths.root_dir={tmp_path}", "data.generate.num=12", "data.window=30",
-        "data.batch_size=4", "model=mlp", "model.hidden_dim=32", "model.num_blocks=1",
-        "+trainer.fast_dev_run=true", "trainer.enable_progress_bar=false", "logger=none",
+        f"paths.root_dir={tmp_path}",
+        "data.generate.num=12",
+        "data.window=30",
+        "data.batch_size=4",
+        "model=mlp",
+        "model.hidden_dim=32",
+        "model.num_blocks=1",
+        "+trainer.fast_dev_run=true",
+        "trainer.enable_progress_bar=false",
+        "logger=none",
         *overrides,
-    )  # fmt: skip
+    )
 
 
 def test_a_missing_dataset_is_made_in_prepare_data_only(tmp_path, fake_synthesis, caplog):

@@ -10,8 +10,15 @@ from helpers.training import run_train_py
 
 from rbmcap.errors import DataError
 
-RESULT_KEYS = {"best_checkpoint", "last_checkpoint", "best_val_mpjpe_mm", "val_metrics",
-               "epochs", "output_dir", "data_path"}  # fmt: skip
+RESULT_KEYS = {
+    "best_checkpoint",
+    "last_checkpoint",
+    "best_val_mpjpe_mm",
+    "val_metrics",
+    "epochs",
+    "output_dir",
+    "data_path",
+}
 
 
 def _json_result(stdout: str) -> dict:
@@ -25,11 +32,17 @@ def test_train_py_runs_from_another_directory(tmp_path, tiny_dataset):
     elsewhere.mkdir()
     proc = run_train_py(
         elsewhere,
-        "+trainer.fast_dev_run=true", f"paths.root_dir={tmp_path / 'root'}",
-        f"data.path={tiny_dataset}", "data.window=30", "data.batch_size=4",
-        "model=mlp", "model.hidden_dim=32", "model.num_blocks=1",
-        "trainer.enable_progress_bar=false", "logger=csv",
-    )  # fmt: skip
+        "+trainer.fast_dev_run=true",
+        f"paths.root_dir={tmp_path / 'root'}",
+        f"data.path={tiny_dataset}",
+        "data.window=30",
+        "data.batch_size=4",
+        "model=mlp",
+        "model.hidden_dim=32",
+        "model.num_blocks=1",
+        "trainer.enable_progress_bar=false",
+        "logger=csv",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = _json_result(proc.stdout)
     assert set(result) == RESULT_KEYS
@@ -42,8 +55,12 @@ def test_train_py_runs_from_another_directory(tmp_path, tiny_dataset):
 
 
 def test_a_user_mistake_is_one_error_line_and_its_exit_status(tmp_path):
-    proc = run_train_py(tmp_path, f"data.path={tmp_path / 'nothing'}", "data.generate=null",
-                f"paths.root_dir={tmp_path}")  # fmt: skip
+    proc = run_train_py(
+        tmp_path,
+        f"data.path={tmp_path / 'nothing'}",
+        "data.generate=null",
+        f"paths.root_dir={tmp_path}",
+    )
     assert proc.returncode == DataError.exit_code == 5, proc.stderr[-3000:]
     assert "train: error:" in proc.stderr and "no dataset" in proc.stderr
     assert "Traceback" not in proc.stderr

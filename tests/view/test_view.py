@@ -56,12 +56,21 @@ def _saved(name: str, truth: SMPLMotion, offset_m: float, valid: np.ndarray) -> 
     rng = np.random.default_rng(1)
     pos = rng.normal(size=(t, 3, 3)) * 0.01 + truth.trans[:, None]
     return SavedSequence(
-        name=name, fps=truth.fps, body="standin-v1/neutral", gender="neutral",
-        plate_names=PLATES, pos=pos, rot=np.broadcast_to(np.eye(3), (t, 3, 3, 3)).copy(),
-        valid=valid, labels={"truth": "ground truth", "network": "network",
-                             "baseline_6dof": "6-DoF optimisation"},
+        name=name,
+        fps=truth.fps,
+        body="standin-v1/neutral",
+        gender="neutral",
+        plate_names=PLATES,
+        pos=pos,
+        rot=np.broadcast_to(np.eye(3), (t, 3, 3, 3)).copy(),
+        valid=valid,
+        labels={
+            "truth": "ground truth",
+            "network": "network",
+            "baseline_6dof": "6-DoF optimisation",
+        },
         params={"truth": params, "network": network, "baseline_6dof": dict(params, poses=bent)},
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +115,13 @@ def test_motions_captures_and_saved_sequences_mix_with_unique_keys(
     eval_folder, motion_file, tmp_path
 ):
     eye = np.broadcast_to(np.eye(3), (50, 2, 3, 3))
-    cap = Capture(fps=100.0, names=["p0", "p1"], pos=np.zeros((50, 2, 3)), rot=eye,
-                  valid=np.ones((50, 2), bool))  # fmt: skip
+    cap = Capture(
+        fps=100.0,
+        names=["p0", "p1"],
+        pos=np.zeros((50, 2, 3)),
+        rot=eye,
+        valid=np.ones((50, 2), bool),
+    )
     cap_path = cap.save(tmp_path / "capture.npz")
     content = load_view([motion_file, cap_path, eval_folder / "sequences" / "000.npz", motion_file])
     assert [b.key for b in content.bodies] == [
@@ -168,8 +182,9 @@ def test_frame_error_is_evals_mpjpe(eval_folder, standin):
     errors = frame_errors_mm(joints, "truth")
     assert list(errors) == ["network", "baseline_6dof"]
     np.testing.assert_allclose(errors["network"], 2.0, atol=1e-3)  # the whole body moved 2 mm
-    expected = evaluate_sequence(standin, seq.params["baseline_6dof"], seq.params["truth"], seq.fps,
-                                 vertices=False).mean["mpjpe_mm"]  # fmt: skip
+    expected = evaluate_sequence(
+        standin, seq.params["baseline_6dof"], seq.params["truth"], seq.fps, vertices=False
+    ).mean["mpjpe_mm"]
     assert errors["baseline_6dof"].mean() == pytest.approx(expected, rel=1e-3)
     assert errors["baseline_6dof"].max() > 5.0
     assert frame_errors_mm(joints, None) == {}
@@ -181,8 +196,10 @@ def test_the_browsers_skinning_matches_the_body_model(standin):
     motion = _motion(8, 2)
     mesh = skin_motion(standin, motion)
     with torch.no_grad():
-        args = (torch.as_tensor(a, dtype=torch.float32)
-                for a in (motion.poses, motion.betas, motion.trans))  # fmt: skip
+        args = (
+            torch.as_tensor(a, dtype=torch.float32)
+            for a in (motion.poses, motion.betas, motion.trans)
+        )
         full = standin(*args).vertices.numpy()
     for f in (0, 4, 7):
         err = np.linalg.norm(skinned_vertices(mesh, f) - full[f], axis=-1)
@@ -213,10 +230,17 @@ def viewer(eval_folder, motion_file):
 def test_the_scene_has_a_mesh_and_skeleton_per_body_and_the_plates(viewer):
     labels = [label for label, _ in viewer.scene.toggles()]
     assert labels == [
-        "ground truth: mesh", "ground truth: skeleton", "network: mesh", "network: skeleton",
-        "6-DoF optimisation: mesh", "6-DoF optimisation: skeleton", "dance: mesh",
-        "dance: skeleton", "plates (seq/b): plates", "plates (seq/b): missing",
-    ]  # fmt: skip
+        "ground truth: mesh",
+        "ground truth: skeleton",
+        "network: mesh",
+        "network: skeleton",
+        "6-DoF optimisation: mesh",
+        "6-DoF optimisation: skeleton",
+        "dance: mesh",
+        "dance: skeleton",
+        "plates (seq/b): plates",
+        "plates (seq/b): missing",
+    ]
     assert viewer.scene.steps == 45  # the motion's 45 frames at 60 Hz outlast 20 at 30 Hz
     assert viewer.url.startswith("http://127.0.0.1:")
 
@@ -321,10 +345,15 @@ def _keep(png: bytes, name: str, tmp_path: Path) -> Path:
 def _needs_browser_tools() -> None:
     """Skips without chromium, viser or playwright; fails instead in CI (``CI`` set, as
     ``.ci/run`` sets it), where a skipped browser test would let the viewer go unchecked."""
-    missing = [what for what, found in ((f"Debian's chromium ({CHROMIUM})", CHROMIUM.exists()),
-                                        ("viser", importlib.util.find_spec("viser")),
-                                        ("playwright", importlib.util.find_spec("playwright")))
-               if not found]  # fmt: skip
+    missing = [
+        what
+        for what, found in (
+            (f"Debian's chromium ({CHROMIUM})", CHROMIUM.exists()),
+            ("viser", importlib.util.find_spec("viser")),
+            ("playwright", importlib.util.find_spec("playwright")),
+        )
+        if not found
+    ]
     if missing:
         give_up = pytest.fail if os.environ.get("CI") else pytest.skip
         give_up(f"{' and '.join(missing)} not installed: the browser test cannot run")
@@ -340,23 +369,49 @@ def test_the_viewer_draws_bodies_plates_and_timeline_in_chromium(
     from rbmcap.view.app import start_viewer
 
     out = tmp_path / "eval"
-    assert main(["eval", "--ckpt", str(checkpoint), "--data", str(tiny_dataset), "--split", "test",
-                 "--baseline", "--max-frames", "40", "--frames-per-sequence", "25",
-                 "--solver-iterations", "5", "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "eval",
+                "--ckpt",
+                str(checkpoint),
+                "--data",
+                str(tiny_dataset),
+                "--split",
+                "test",
+                "--baseline",
+                "--max-frames",
+                "40",
+                "--frames-per-sequence",
+                "25",
+                "--solver-iterations",
+                "5",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     content = load_view([out])
     shown = content.bodies[0].motion.name.split(" ")[0]  # another motion than the evaluated one
-    motion = next(m for m in sorted((tiny_dataset.parent / "motions").rglob("*_poses.npz"))
-                  if m.stem not in shown)  # fmt: skip
+    motion = next(
+        m
+        for m in sorted((tiny_dataset.parent / "motions").rglob("*_poses.npz"))
+        if m.stem not in shown
+    )
     viewer = start_viewer(load_view([out, motion]), port=0, spread=0.8)
     try:
         with playwright.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                        args=SOFTWARE_GL)  # fmt: skip
+            browser = p.chromium.launch(
+                executable_path=str(CHROMIUM), headless=True, args=SOFTWARE_GL
+            )
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             page.goto(viewer.url)
             page.wait_for_selector("canvas", timeout=60_000)
-            first = _screenshot_until(page, lambda png: _colour_pixels(png, NETWORK_BLUE) > 300
-                                      and _red_axis_pixels(png) > 20)  # fmt: skip
+            first = _screenshot_until(
+                page,
+                lambda png: _colour_pixels(png, NETWORK_BLUE) > 300 and _red_axis_pixels(png) > 20,
+            )
             _keep(first, "view_frame0.png", tmp_path)
             assert _colour_pixels(first, NETWORK_BLUE) > 300, "the network's body is not drawn"
             assert _red_axis_pixels(first) > 20, "no plate frame (red x axes) is drawn"
@@ -383,6 +438,8 @@ def _changed(a: bytes, b: bytes, right: int = 940) -> float:
     """Fraction of the 3D view's pixels that differ between two screenshots."""
     from PIL import Image
 
-    x, y = (np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=int)[:, :right]
-            for png in (a, b))  # fmt: skip
+    x, y = (
+        np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=int)[:, :right]
+        for png in (a, b)
+    )
     return float((np.abs(x - y).max(axis=-1) > 30).mean())

@@ -57,5 +57,11 @@ class Part:
     def mirrored(self, joint: int) -> Part:
         """The same part on the other side of the body (x → -x), carried by ``joint``."""
         flip = lambda v: None if v is None else (-v[0], v[1], v[2])  # noqa: E731
-        return Part(self.name.replace("left", "right"), joint, self.kind, flip(self.a),
-                    flip(self.b), self.radii)  # fmt: skip
+        return Part(
+            self.name.replace("left", "right"),
+            joint,
+            self.kind,
+            flip(self.a),
+            flip(self.b),
+            self.radii,
+        )

@@ -140,9 +140,17 @@ def _sided(values: dict[tuple[int, ...], tuple[float, float, float]]) -> np.ndar
 
 
 SHAPE_NAMES = (
-    "height", "girth", "leg_length", "arm_length", "shoulder_width",
-    "hip_width", "torso_length", "belly", "head_size", "muscularity",
-)  # fmt: skip
+    "height",
+    "girth",
+    "leg_length",
+    "arm_length",
+    "shoulder_width",
+    "hip_width",
+    "torso_length",
+    "belly",
+    "head_size",
+    "muscularity",
+)
 """Meaning of the stand-in's ten betas (+1 is about one standard deviation of adults)."""
 
 
@@ -153,21 +161,41 @@ def shape_blend_shapes(verts, normals, weights, joints) -> np.ndarray:
     front = np.clip(normals[:, 2:3], 0, 1) ** 2 * normals
     dirs = [
         0.045 * (verts - joints[0]),
-        _radial(weights, verts, closest, {(0, 3, 6, 9): 0.10, (12,): 0.08, (13, 14): 0.05,
-                (1, 2, 4, 5, 16, 17, 18, 19): 0.09, (7, 8, 10, 11, 20, 21, 22, 23, 15): 0.02}),
+        _radial(
+            weights,
+            verts,
+            closest,
+            {
+                (0, 3, 6, 9): 0.10,
+                (12,): 0.08,
+                (13, 14): 0.05,
+                (1, 2, 4, 5, 16, 17, 18, 19): 0.09,
+                (7, 8, 10, 11, 20, 21, 22, 23, 15): 0.02,
+            },
+        ),
         _chain(weights, s, _sided({(4,): (0, -0.025, 0), (7, 10): (0, -0.05, 0)})),
-        _chain(weights, s, _sided({(18,): (0.018, 0, 0), (20,): (0.036, 0, 0),
-                                   (22,): (0.042, 0, 0)})),
+        _chain(
+            weights, s, _sided({(18,): (0.018, 0, 0), (20,): (0.036, 0, 0), (22,): (0.042, 0, 0)})
+        ),
         _chain(weights, s, _sided({(13,): (0.008, 0, 0), (16, 18, 20, 22): (0.022, 0, 0)}))
         + 0.10 * weights[:, [9]] * x,
         _chain(weights, s, _sided({(1, 4, 7, 10): (0.015, 0, 0)})) + 0.12 * weights[:, [0]] * x,
-        _chain(weights, s, _sided({(6,): (0, 0.012, 0), (9,): (0, 0.025, 0),
-               (12, 15, 13, 16, 18, 20, 22): (0, 0.04, 0)})),
+        _chain(
+            weights,
+            s,
+            _sided(
+                {
+                    (6,): (0, 0.012, 0),
+                    (9,): (0, 0.025, 0),
+                    (12, 15, 13, 16, 18, 20, 22): (0, 0.04, 0),
+                }
+            ),
+        ),
         0.035 * (weights[:, [3]] + weights[:, [6]]) * front,
         0.08 * weights[:, [15]] * (verts - (joints[15] + np.array([0, 0.09, 0.0]))),
         _radial(weights, verts, closest, {(16, 17, 18, 19): 0.10, (1, 2, 4, 5): 0.06})
         + 0.02 * weights[:, [9]] * front,
-    ]  # fmt: skip
+    ]
     return np.stack(dirs, axis=-1)
 
 

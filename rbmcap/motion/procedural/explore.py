@@ -13,9 +13,19 @@ from rbmcap.motion.procedural.base import Built, J, PoseTrack, smooth_noise
 # How far from rest towards its limits each joint may explore: the legs little (the body keeps
 # standing), the spine and neck moderately, the arms most of the way.
 _SPAN = {
-    "hip": 0.3, "knee": 0.3, "ankle": 0.3, "foot": 0.3, "spine": 0.45, "neck": 0.5,
-    "head": 0.5, "collar": 0.5, "shoulder": 0.75, "elbow": 0.8, "wrist": 0.6, "hand": 0.6,
-}  # fmt: skip
+    "hip": 0.3,
+    "knee": 0.3,
+    "ankle": 0.3,
+    "foot": 0.3,
+    "spine": 0.45,
+    "neck": 0.5,
+    "head": 0.5,
+    "collar": 0.5,
+    "shoulder": 0.75,
+    "elbow": 0.8,
+    "wrist": 0.6,
+    "hand": 0.6,
+}
 
 
 _REST = {

@@ -50,8 +50,9 @@ def _row(case: str, betas_given: bool, scene: dict, cache: dict) -> list[str]:
     refs = cache[id(session)]
     frames = [session.motion] if case == "motion" else None
     start = time.perf_counter()
-    calib = calibrate(session.capture, session.synth, frames=frames,
-                      betas=session.betas if betas_given else None)  # fmt: skip
+    calib = calibrate(
+        session.capture, session.synth, frames=frames, betas=session.betas if betas_given else None
+    )
     seconds = time.perf_counter() - start
     cal = S.mpjpe_split(S.predict(session.capture, calib), session)
     err = S.offset_errors(calib, session)
@@ -70,8 +71,11 @@ def _row(case: str, betas_given: bool, scene: dict, cache: dict) -> list[str]:
     used = np.asarray(calib.frames[0])
     static = int((used < session.static[1]).sum())
     cells += [f"{static}/{len(used) - static}", f"{seconds:.1f}"]
-    print(f"{case}, betas {cells[1]}: {S.describe_offset_errors(err, session.names)}; report:\n"
-          f"{getattr(calib, 'report', '')}", file=sys.stderr)  # fmt: skip
+    print(
+        f"{case}, betas {cells[1]}: {S.describe_offset_errors(err, session.names)}; report:\n"
+        f"{getattr(calib, 'report', '')}",
+        file=sys.stderr,
+    )
     return cells
 
 
@@ -104,8 +108,10 @@ def main(argv: list[str] | None = None) -> None:
     for case in args.cases:
         for g in given:
             rows.append(_row(case, g, scene, cache))
-    print(f"MPJPE in mm (network standin-rbm14, clip {S.WALK_CLIP}, {args.offsets} offsets, "
-          f"seed {args.seed}{', quick' if args.quick else ''})\n")  # fmt: skip
+    print(
+        f"MPJPE in mm (network standin-rbm14, clip {S.WALK_CLIP}, {args.offsets} offsets, "
+        f"seed {args.seed}{', quick' if args.quick else ''})\n"
+    )
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for cells in rows:

@@ -8,9 +8,18 @@ import tempfile
 
 os.environ["WANDB_MODE"] = "disabled"
 os.environ.setdefault("RBMCAP_CACHE", tempfile.mkdtemp(prefix="rbmcap-test-cache-"))
+# One intra-op thread for the whole run and for every process a test starts: the tests' batches
+# are small, where torch's thread pool costs more than it gives, and on a machine whose cores are
+# busy with other work its threads spin waiting for each other (a suite run then takes 10-20
+# times as long). RBMCAP_TEST_THREADS=N tries another count.
+os.environ["OMP_NUM_THREADS"] = os.environ.get("RBMCAP_TEST_THREADS", "1")
+os.environ["MKL_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"]
 
 import pytest
+import torch
 from hypothesis import HealthCheck, settings
+
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 # CI runs must not depend on luck: the same examples every run (hypothesis derives them from the
 # test itself), no example database. Locally, random exploration keeps finding new cases.
@@ -40,20 +49,6 @@ def _seeded_global_rngs():
     random.seed(0)
     np.random.seed(0)  # noqa: NPY002 - seeding the legacy global generator is the point
     torch.manual_seed(0)
-
-
-@pytest.fixture(scope="module")
-def one_thread():
-    """One intra-op thread for a module (``pytestmark = pytest.mark.usefixtures("one_thread")``):
-    solves and fits are small batches, where torch's thread pool costs more than it gives, and on
-    busy cores its threads spin (~10× slower). The count is restored after the module, so no
-    other test sees it."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

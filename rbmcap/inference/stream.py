@@ -66,14 +66,7 @@ def frame_step(model, pos, rot, valid, state, backend: str = "trace"):
     :func:`~rbmcap.inference.compiled.compiled_step`; ``eager``: the plain step), and the zero
     running sums to start it with (betas_sum, fit_h, fit_g)."""
     step = FrameStep(model)
-    nb = model.num_betas
-    fit = getattr(model, "plate_fit", None)
-    nf = fit.num_betas if fit is not None else nb
-    sums = (
-        torch.zeros(1, 1, nb, dtype=torch.float64),
-        torch.zeros(1, 1, nf, nf),
-        torch.zeros(1, 1, nf),
-    )  # betas_sum, fit_h, fit_g
+    sums = zero_sums(model)
     if backend == "eager":
         return step, sums
     frames = torch.ones((), dtype=torch.float64)
@@ -86,6 +79,19 @@ def frame_step(model, pos, rot, valid, state, backend: str = "trace"):
     traced = torch.jit.freeze(traced.eval())  # constant folding, dead code removed
     drop_whole_slices(traced.graph)
     return traced, sums
+
+
+def zero_sums(model) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The running sums a :class:`FrameStep` starts from: betas_sum (1, 1, B) float64,
+    fit_h (1, 1, B', B'), fit_g (1, 1, B')."""
+    nb = model.num_betas
+    fit = getattr(model, "plate_fit", None)
+    nf = fit.num_betas if fit is not None else nb
+    return (
+        torch.zeros(1, 1, nb, dtype=torch.float64),
+        torch.zeros(1, 1, nf, nf),
+        torch.zeros(1, 1, nf),
+    )
 
 
 _WHOLE = (0, None)
@@ -157,6 +163,29 @@ class StreamSession:
         with torch.inference_mode(False), torch.no_grad():
             self._step, sums = frame_step(self.p.model, pos, rot, valid, state, self.backend)
         self._carry = (state, *sums)
+
+    def fork(self) -> StreamSession:
+        """Another session of the same model and backend at its first frame, sharing this
+        session's frame step (built here from a rest frame if no frame was pushed yet; the step
+        keeps no state of its own, so one trace or compile serves every fork)."""
+        other = StreamSession(self.p, self.context, backend="eager")
+        other.backend = self.backend
+        if self.recurrent:
+            if self._step is None:
+                self._start(*self._first_frame())
+            pos = self._first_frame()[0]
+            state = self.p.model.net.initial_state(1, device=pos.device, dtype=pos.dtype)
+            other._step = self._step
+            other._carry = (state, *zero_sums(self.p.model))
+        return other
+
+    @property
+    def betas(self) -> np.ndarray | None:
+        """(B,) the running mean of the betas over the frames so far (a recurrent model after
+        its first frame), else None."""
+        if not self.recurrent or not self._carry or self.frames == 0:
+            return None
+        return (self._carry[1][0, 0] / self._count).float().cpu().numpy()
 
     @torch.inference_mode()
     def push(self, pos, rot, valid) -> tuple[np.ndarray, np.ndarray]:

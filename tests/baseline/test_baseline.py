@@ -21,9 +21,6 @@ from rbmcap.errors import ConfigError, DataError, FormatError
 FRAMES = 30
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 @pytest.fixture(scope="module")
 def walk(standin):
     """30 frames of a procedural walk: poses, trans, betas, fps."""

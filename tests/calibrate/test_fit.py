@@ -28,9 +28,6 @@ from rbmcap.geometry import rotmat_geodesic_angle
 STATIC, WALK = 60, 180
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 @pytest.fixture(scope="module")
 def session():
     scene = tpose_then_walk(STATIC, WALK, seed=0, key="fit")

@@ -26,9 +26,6 @@ FRAMES = 30
 FLOOR_ITERATIONS = "150"
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 @pytest.fixture(scope="module")
 def scene(standin, tmp_path_factory):
     """(folder, truth motion): ``capture.npz`` whose points are the truth's SMPL joints under

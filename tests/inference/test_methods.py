@@ -25,9 +25,6 @@ FRAMES = 40
 SOLVER_ITERATIONS = "60"
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 @pytest.fixture(scope="module")
 def walk(standin):
     """(motion, capture) of 40 frames of a procedural walk at 60 Hz, clean plates."""

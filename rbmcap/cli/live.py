@@ -1,0 +1,121 @@
+"""``rbmcap live SOURCE [--ckpt MODEL] [--subject NAME[:CALIB]]... [--calib CALIB] [--map MAP]
+[--vmc [HOST:]PORT] [--udp-json [HOST:]PORT] [--view [[HOST:]PORT]] [--record OUT.npz]
+[--bvh OUT.bvh] [--calibrate SECONDS --calib-out CALIB] [--duration S] [--frames N] [--json]``:
+rigid bodies streamed from a capture system (or a replayed take) into SMPL, live."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+DEFAULT_MODEL = "standin-rbm14-stream"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "live",
+        help="stream rigid bodies from Motive (NatNet), QTM or a replayed take into SMPL",
+        description="Receive rigid-body frames, pose each subject with a causal stream model "
+        "and send the poses to the viewer, VMC (OSC), UDP/JSON and recordings. Ctrl-C or "
+        "SIGTERM stops it cleanly (recordings are written). Every socket binds loopback unless "
+        "told otherwise. See docs/live.md.",
+    )
+    p.add_argument("source", help="natnet://HOST[:PORT], qtm://HOST[:PORT] or replay:FILE")
+    p.add_argument("--ckpt", default=DEFAULT_MODEL, help=f"model (default {DEFAULT_MODEL})")
+    p.add_argument(
+        "--backend",
+        default="compiled",
+        choices=("compiled", "trace", "eager"),
+        help="stream step backend (default compiled: needs a C++ compiler, once per model)",
+    )
+    _subject_options(p)
+    _sink_options(p)
+    _source_options(p)
+    p.add_argument("--duration", type=float, default=None, help="stop after S seconds")
+    p.add_argument("--frames", type=int, default=None, help="stop after N frames posed")
+    p.add_argument(
+        "--wait", type=float, default=None, help="give up when no frame came within S seconds"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON summary at the end")
+    p.set_defaults(func=_live)
+
+
+def _subject_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--subject",
+        action="append",
+        default=[],
+        metavar="NAME[:CALIB]",
+        help="a subject whose rigid bodies are named NAME_<plate> (repeat for several), with "
+        "its calibration YAML",
+    )
+    p.add_argument("--calib", default=None, help="calibration YAML (one unnamed subject)")
+    p.add_argument("--map", default=None, help="name mapping YAML {rigid body: plate}")
+    p.add_argument(
+        "--calibrate",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="record SECONDS first (any static pose or a short movement), calibrate, go on",
+    )
+    p.add_argument("--calib-out", default=None, help="where --calibrate writes (YAML)")
+
+
+def _sink_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--vmc", default=None, metavar="[HOST:]PORT", help="send VMC over OSC")
+    p.add_argument("--udp-json", default=None, metavar="[HOST:]PORT", help="send JSON datagrams")
+    p.add_argument(
+        "--view",
+        nargs="?",
+        const="8080",
+        default=None,
+        metavar="[HOST:]PORT",
+        help="serve the live browser viewer (default 127.0.0.1:8080)",
+    )
+    p.add_argument("--record", default=None, help="write the motion .npz when the session ends")
+    p.add_argument("--bvh", default=None, help="write a BVH when the session ends")
+
+
+def _source_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--multicast", default=None, help="NatNet multicast group (default unicast)")
+    p.add_argument("--local", default="127.0.0.1", help="interface to receive on (NatNet)")
+    p.add_argument("--data-port", type=int, default=1511, help="NatNet data port (1511)")
+    p.add_argument("--up", choices=("y", "z"), default=None, help="the source's up axis")
+    p.add_argument("--fps", type=float, default=None, help="the source's rate when it states none")
+    p.add_argument("--rate", type=float, default=None, help="replay rate (default: the file's)")
+    p.add_argument("--loop", action="store_true", help="replay again and again")
+    p.add_argument("--plates", default=None, help="plate definitions for a replayed point file")
+
+
+def _live(args: argparse.Namespace) -> int:
+    from rbmcap.live.address import SourceOptions, open_source
+    from rbmcap.live.run import LiveRun
+
+    source = open_source(
+        args.source,
+        SourceOptions(
+            multicast=args.multicast,
+            local=args.local,
+            data_port=args.data_port,
+            up=args.up,
+            rate=args.rate,
+            loop=args.loop,
+            plates=args.plates,
+        ),
+    )
+    run = LiveRun.from_args(args, source)
+    stats, interrupted = run.run()
+    summary = run.summary(stats, interrupted)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        lat = summary["latency_p99_ms"]
+        print(
+            f"{summary['processed']} frames posed, {summary['dropped']} dropped, "
+            f"{summary['lost']} lost on the network"
+            + (f", latency p99 {lat:.2f} ms" if lat is not None else "")
+            + ("; stopped" if interrupted else ""),
+            file=sys.stderr if args.json else sys.stdout,
+        )
+    return 0

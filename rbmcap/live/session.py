@@ -1,0 +1,289 @@
+"""A live session: a source's frames posed subject by subject and handed to sinks.
+
+Two threads and a slot between them:
+
+- the **receiving thread** reads the source (:mod:`rbmcap.live.source`), counts frames, gaps in
+  frame numbers (``lost``) and numbers going back (``restarts``), and offers each frame to a
+  :class:`~rbmcap.live.handoff.NewestSlot`; when the source's connection breaks it closes it and
+  opens it again after 0.1 s, doubling up to 2 s (``reconnects``);
+- the **consumer**, on the thread that called :meth:`LiveSession.run` (the main thread from the
+  command line, so Ctrl-C and SIGTERM land there), takes the newest frame (frames it was too slow
+  for were overwritten: ``dropped``), poses every subject (:mod:`rbmcap.live.subject`) and hands
+  each pose to the inline sinks at once and to each threaded sink's own newest-only slots.
+
+Latency is measured per frame from the packet's arrival (``RigidBodyFrame.received``) to the
+return of the last inline sink. :meth:`run` returns when the duration or frame count is reached,
+the source ends (a replay), ``stop()`` is called, or an interrupt or error arrives; in every case
+the source is closed and every sink's ``close`` runs (a recording is written) before it returns
+or re-raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rbmcap.errors import DataError, first_line
+from rbmcap.live.frames import LivePose, LiveStats, RigidBodyFrame
+from rbmcap.live.handoff import KeyedSlots, NewestSlot
+from rbmcap.live.sinks.base import Sink, SubjectInfo
+from rbmcap.live.source import Source, SourceLost
+from rbmcap.live.subject import Subject, SubjectStream, phase_count
+
+log = logging.getLogger("rbmcap.live")
+
+BACKOFF_S = (0.1, 2.0)
+"""First and longest wait before reopening a source whose connection broke, seconds."""
+
+
+@dataclass
+class LiveOptions:
+    """How a session runs.
+
+    Attributes:
+        backend: the stream step's backend (:data:`rbmcap.inference.stream.BACKENDS`).
+        fps: the source's frame rate, Hz, when it states none (None: what the source says).
+        duration: stop after this many seconds of posing (None: until stopped).
+        max_frames: stop after posing this many frames (None: no limit).
+        wait_s: how long to wait for the source's first frame before giving up (None: forever).
+    """
+
+    backend: str = "compiled"
+    fps: float | None = None
+    duration: float | None = None
+    max_frames: int | None = None
+    wait_s: float | None = None
+
+
+class LiveSession:
+    """Pose a live source's frames for ``subjects`` with ``predictor``'s causal model and hand
+    the poses to ``sinks`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        source: Source,
+        predictor,
+        sinks: Sequence[Sink] = (),
+        subjects: Sequence[Subject] = (Subject(),),
+        options: LiveOptions | None = None,
+        before_posing: Callable[[LiveSession, RigidBodyFrame], None] | None = None,
+    ) -> None:
+        """``before_posing(session, first_frame)`` runs once, on the consumer thread, before
+        the first frame is posed (live calibration records and fits there)."""
+        self.source, self.predictor = source, predictor
+        self.sinks = list(sinks)
+        self.subjects = list(subjects)
+        self.options = options or LiveOptions()
+        self.before_posing = before_posing
+        self.stats = LiveStats()
+        self.streams: list[SubjectStream] = []
+        self._slot: NewestSlot[RigidBodyFrame] = NewestSlot()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._latest: int | None = None
+        self._threads: list[_SinkThread] = []
+        self._opened: list[Sink] = []
+        self.phases = 1
+        self._skipped = 0
+
+    # ----------------------------------------------------------------------- receiving
+    def _receive(self) -> None:
+        source, backoff, is_open = self.source, BACKOFF_S[0], False
+        while not self._stop.is_set():
+            try:
+                if not is_open:
+                    source.open()
+                    is_open, backoff = True, BACKOFF_S[0]
+                frame = source.read(0.1)
+            except SourceLost as exc:
+                log.warning("%s: %s; reconnecting in %.1f s", source.name, first_line(exc), backoff)
+                source.close()
+                self.stats.reconnects += is_open
+                is_open = False
+                self._stop.wait(backoff)
+                backoff = min(2 * backoff, BACKOFF_S[1])
+                continue
+            except EOFError:
+                break
+            except BaseException as exc:  # handed to the consumer, which re-raises it
+                self._error = exc
+                break
+            if frame is not None:
+                self._count(frame)
+                self._slot.put(frame)
+        self._slot.close()
+
+    def _count(self, frame: RigidBodyFrame) -> None:
+        stats, last = self.stats, self._latest
+        stats.received += 1
+        if last is not None:
+            if frame.frame <= last:
+                stats.restarts += 1
+            elif frame.frame > last + 1:
+                stats.lost += frame.frame - last - 1
+        self._latest = frame.frame
+
+    # ----------------------------------------------------------------------- consuming
+    def run(self) -> LiveStats:
+        """Run until done (see the module docstring); returns the session's counters."""
+        receiver = threading.Thread(target=self._receive, name="rbmcap-live-receive", daemon=True)
+        receiver.start()
+        try:
+            first = self._first_frame()
+            if first is not None:
+                self._start(first)
+                self._consume()
+        finally:
+            self._stop.set()
+            receiver.join(timeout=5.0)
+            self.source.close()
+            self._close_sinks()
+        if self._error is not None:
+            raise self._error
+        return self.stats
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to finish (from any thread)."""
+        self._stop.set()
+
+    def _first_frame(self) -> RigidBodyFrame | None:
+        wait = self.options.wait_s
+        deadline = None if wait is None else time.perf_counter() + wait
+        while not self._stop.is_set():
+            frame = self._slot.get(0.1)
+            if frame is not None and (self.options.fps or self.source.fps):
+                return frame
+            if self._slot.finished:
+                return None
+            if deadline is not None and time.perf_counter() > deadline:
+                raise DataError(f"{self.source.name}: no frames within {wait:g} s")
+        return None
+
+    def collect(self, seconds: float) -> list[RigidBodyFrame]:
+        """Every frame the source delivers in the next ``seconds`` (of source time, or sooner
+        when it ends or the session stops), taken on the consumer thread without posing."""
+        frames: list[RigidBodyFrame] = []
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end and not self._stop.is_set() and not self._slot.finished:
+            frame = self._slot.get(0.1)
+            if frame is not None:
+                frames.append(frame)
+        return frames
+
+    def _start(self, first: RigidBodyFrame) -> None:
+        fps = self.options.fps or self.source.fps
+        phases = phase_count(fps, self.predictor.fps)
+        template = self.predictor.stream(backend=self.options.backend)
+        _warm_up(template)
+        self.streams = [SubjectStream(s, self.predictor, template, phases) for s in self.subjects]
+        for stream in self.streams:
+            stream.columns(first.names)  # a naming problem is one error before anything opens
+        if self.before_posing is not None:
+            self.before_posing(self, first)
+        infos = [self._info(s, fps) for s in self.streams]
+        for sink in self.sinks:
+            sink.open(infos, self.stats)
+            self._opened.append(sink)
+            if not sink.inline:
+                self._threads.append(_SinkThread(sink))
+        self.phases = phases
+        self._slot.get(0.0)  # posing starts from the next frame, not one that waited
+        self._skipped = self._slot.overwritten  # before posing started: not the consumer's
+        self.source.ready()
+
+    def _info(self, stream: SubjectStream, fps: float) -> SubjectInfo:
+        from rbmcap.inference.capture import checkpoint_body
+
+        p = self.predictor
+        if not hasattr(self, "_body"):
+            self._body = checkpoint_body(p.body_id)
+        betas = getattr(stream.subject.calibration, "betas", None)
+        return SubjectInfo(
+            name=stream.subject.name,
+            body=self._body,
+            gender=self._body.gender,
+            betas=None if betas is None else np.asarray(betas, dtype=np.float32),
+            marker_names=stream.marker_names,
+            fps=float(fps),
+        )
+
+    def _consume(self) -> None:
+        opts, stats = self.options, self.stats
+        inline = [s for s in self.sinks if s.inline]
+        end = None if opts.duration is None else time.perf_counter() + opts.duration
+        frame = self._slot.get(0.1)
+        while frame is not None or not self._slot.finished:
+            if frame is not None:
+                stats.behind = max(stats.behind, (self._latest or frame.frame) - frame.frame)
+                self._pose(frame, inline)
+                if opts.max_frames is not None and stats.processed >= opts.max_frames:
+                    return
+            if self._stop.is_set() or (end is not None and time.perf_counter() > end):
+                return
+            frame = self._slot.get(0.1)
+
+    def _pose(self, frame: RigidBodyFrame, inline: list[Sink]) -> None:
+        poses: list[LivePose] = [stream.pose(frame) for stream in self.streams]
+        for sink in inline:
+            for pose in poses:
+                sink.send(pose)
+        done = time.perf_counter()
+        for thread in self._threads:
+            for pose in poses:
+                thread.slots.put(pose.subject, pose)
+        self.stats.latencies_ms.append(1e3 * (done - frame.received))
+        self.stats.processed += 1
+
+    def _close_sinks(self) -> None:
+        for thread in self._threads:
+            thread.stop()
+        failures = []
+        for sink in self._opened:
+            try:
+                sink.close()
+            except Exception as exc:  # every sink closes; the first failure is raised after
+                failures.append(exc)
+        self.stats.dropped = self._slot.overwritten - self._skipped
+        if failures and self._error is None:
+            self._error = failures[0]
+
+
+def _warm_up(template, frames: int = 3) -> None:
+    """Run a few rest frames through a fork of ``template``: its shared step is built and
+    (a trace) optimised before the first real frame, whose latency it would otherwise carry."""
+    warm = template.fork()
+    pos, rot, valid = warm._first_frame()
+    for _ in range(frames):
+        warm.push(pos.cpu().numpy(), rot.cpu().numpy(), valid.cpu().numpy())
+
+
+class _SinkThread:
+    """A sink that is not inline, fed the newest pose of each subject on its own thread."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.slots: KeyedSlots[LivePose] = KeyedSlots()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name=f"rbmcap-sink-{sink.name}")
+        self.thread.daemon = True
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.slots.closed:
+            for pose in self.slots.take(0.1):
+                try:
+                    self.sink.send(pose)
+                except Exception as exc:  # a failing display must not stop the stream
+                    if self.error is None:
+                        log.warning("%s: %s; not sending to it any more", self.sink.name, exc)
+                    self.error = exc
+                    return
+
+    def stop(self) -> None:
+        self.slots.close()
+        self.thread.join(timeout=5.0)

@@ -1,0 +1,161 @@
+"""One subject of a live stream: its plates picked out of each frame, calibrated, and posed.
+
+A subject's plates are the stream's rigid bodies whose names start with the subject's name and
+a separator (``alice_left_forearm``, ``alice:left_forearm``; every name when the stream has one
+unnamed subject); what follows the prefix is matched to the marker set as ``rbmcap import``
+matches names (:func:`rbmcap.io.names.map_names`: by rule, or by an explicit mapping).
+
+The model runs at its training rate. A source ``P`` times faster (``P = round(source fps /
+model fps)``, at least 1) is split into ``P`` interleaved phases, frame number ``f`` going to
+phase ``f mod P``: each phase is a stream session of its own seeing frames at the model's rate,
+so every frame is posed, at the source's rate, by one network step, and the poses of one phase
+are exactly those the causal model gives offline on that phase's frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import roma
+import torch
+
+from rbmcap.errors import ConfigError
+from rbmcap.live.frames import LivePose, RigidBodyFrame
+
+SEPARATORS = "_:-. /"
+"""What may stand between a subject's name and a plate's name in a rigid body's name."""
+
+
+@dataclass
+class Subject:
+    """A subject of a live stream.
+
+    Attributes:
+        name: the prefix of its rigid bodies' names ("" : the stream's only subject, every
+            rigid body).
+        calibration: a :class:`~rbmcap.calibrate.Calibration` of its plates, or None.
+        mapping: {rigid-body name without the prefix: marker-set plate name}, or None for the
+            default naming rule.
+    """
+
+    name: str = ""
+    calibration: object | None = None
+    mapping: dict[str, str] | None = None
+
+
+def phase_count(source_fps: float | None, model_fps: float) -> int:
+    """Interleaved phases for a source at ``source_fps`` (unknown: 1)."""
+    if not source_fps or source_fps <= 0:
+        return 1
+    return max(1, round(source_fps / model_fps))
+
+
+def strip_prefix(name: str, prefix: str) -> str | None:
+    """``name`` without the subject prefix and its separators, or None when it is not one of
+    the subject's rigid bodies."""
+    if not prefix:
+        return name
+    if not name.startswith(prefix) or len(name) == len(prefix):
+        return None
+    rest = name[len(prefix) :]
+    if rest[0] not in SEPARATORS:
+        return None
+    rest = rest.lstrip(SEPARATORS)
+    return rest or None
+
+
+class SubjectStream:
+    """A subject's plates out of each :class:`RigidBodyFrame`, calibrated, into its phases'
+    stream sessions; :meth:`pose` answers one frame."""
+
+    def __init__(self, subject: Subject, predictor, template, phases: int) -> None:
+        """``template``: a :class:`~rbmcap.inference.stream.StreamSession` of ``predictor``
+        whose frame step every phase shares (forked)."""
+        self.subject = subject
+        self.marker_names = tuple(predictor.marker_names)
+        self.marker_set = predictor.marker_set
+        self.sessions = [template.fork() for _ in range(phases)]
+        self.count = 0
+        self._columns: dict[tuple[str, ...], np.ndarray] = {}
+        self._offsets = None
+        self.set_calibration(subject.calibration)
+
+    def set_calibration(self, calibration) -> None:
+        """Map the plates through ``calibration`` from the next frame on (None: as observed)."""
+        self.subject.calibration = calibration
+        if calibration is None:
+            self._offsets = None
+            return
+        missing = [n for n in self.marker_names if n not in calibration.plates]
+        if missing:
+            raise ConfigError(
+                f"subject {self.subject.name or '(unnamed)'}: the calibration has no offset for "
+                f"plate {missing[0]!r}"
+            )
+        offs = [calibration.plates[n] for n in self.marker_names]
+        rot = roma.rotvec_to_rotmat(torch.as_tensor(np.stack([o.rotation for o in offs])))
+        self._offsets = (
+            rot.double().numpy().transpose(0, 2, 1).copy(),
+            np.stack([o.position for o in offs]).astype(np.float64),
+        )
+
+    def columns(self, names: tuple[str, ...]) -> np.ndarray:
+        """(N,) index of each marker-set plate among a frame's ``names`` (cached per names).
+
+        Raises:
+            ConfigError: the stream's names do not map onto the marker set (every problem).
+        """
+        found = self._columns.get(names)
+        if found is not None:
+            return found
+        from rbmcap.io.names import map_names
+
+        own = {}
+        for i, name in enumerate(names):
+            short = strip_prefix(name, self.subject.name)
+            if short is not None:
+                own.setdefault(short, i)
+        try:
+            mapped = map_names(list(own), list(self.marker_names), self.subject.mapping)
+        except ConfigError as exc:
+            who = f"subject {self.subject.name!r}" if self.subject.name else "the stream"
+            raise ConfigError(f"{who}: {exc}") from None
+        where = {plate: own[short] for short, plate in mapped.items()}
+        found = np.array([where[n] for n in self.marker_names], dtype=np.int64)
+        self._columns[names] = found
+        return found
+
+    def plates(self, frame: RigidBodyFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The subject's plates of ``frame`` in marker-set order, calibrated: pos (N, 3),
+        rot (N, 3, 3) float32, valid (N,)."""
+        idx = self.columns(frame.names)
+        pos, rot, valid = frame.pos[idx], frame.rot[idx], frame.valid[idx]
+        if self._offsets is not None:
+            r_off_t, t_off = self._offsets
+            r_virt = rot.astype(np.float64) @ r_off_t
+            p_virt = pos.astype(np.float64) - (r_virt @ t_off[..., None])[..., 0]
+            pos, rot = p_virt.astype(np.float32), r_virt.astype(np.float32)
+        return pos, rot, valid
+
+    def pose(self, frame: RigidBodyFrame) -> LivePose:
+        """Pose ``frame``: its phase's session takes one step."""
+        pos, rot, valid = self.plates(frame)
+        session = self.sessions[frame.frame % len(self.sessions)]
+        rotmats, trans = session.push(pos, rot, valid)
+        self.count += 1
+        calibrated = getattr(self.subject.calibration, "betas", None)
+        betas = calibrated if calibrated is not None else session.betas
+        return LivePose(
+            subject=self.subject.name,
+            frame=frame.frame,
+            timestamp=frame.timestamp,
+            received=frame.received,
+            rotmats=rotmats,
+            trans=trans,
+            betas=np.asarray(betas, dtype=np.float32),
+            plates_pos=pos,
+            plates_rot=rot,
+            plates_valid=valid,
+            index=self.count,
+        )

@@ -1,0 +1,301 @@
+"""NatNetSource against rbmcap's NatNetServer on loopback (rbmcap/live/natnet.py and
+rbmcap/live/natnet_server.py)."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import numpy as np
+import pytest
+import roma
+import torch
+
+from rbmcap.errors import ConfigError, FormatError
+from rbmcap.io.capture import Capture
+from rbmcap.live import natnet_protocol as nn
+from rbmcap.live.natnet import NatNetSource, convert_bodies
+from rbmcap.live.natnet_server import BodyFrames, NatNetServer
+from rbmcap.live.source import Source, SourceLost
+
+NAMES = ("pelvis", "left foot", "right_hand <R&D>")
+RATE = 200.0
+GROUP = "239.255.42.99"
+
+
+def body_frames(frames: int = 40, seed: int = 0) -> BodyFrames:
+    """Random poses in metres, Z up; the last body untracked every third frame."""
+    rng = np.random.default_rng(seed)
+    quat = rng.normal(size=(frames, len(NAMES), 4))
+    valid = np.ones((frames, len(NAMES)), bool)
+    valid[::3, -1] = False
+    return BodyFrames(
+        NAMES,
+        rng.uniform(-2, 2, (frames, len(NAMES), 3)),
+        quat / np.linalg.norm(quat, axis=-1, keepdims=True),
+        valid,
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_frames(source: NatNetSource, count: int, timeout: float = 2.0) -> list:
+    frames, deadline = [], time.perf_counter() + timeout
+    while len(frames) < count and time.perf_counter() < deadline:
+        frame = source.read(0.2)
+        if frame is not None:
+            frames.append(frame)
+    assert len(frames) == count, f"{len(frames)} of {count} frames within {timeout} s"
+    return frames
+
+
+def assert_matches(frame, data: BodyFrames) -> None:
+    """A received frame equals the streamed one (frame numbers from 1, as the server counts)."""
+    t = (frame.frame - 1) % len(data.valid)
+    valid = data.valid[t]
+    np.testing.assert_array_equal(frame.valid, valid)
+    np.testing.assert_allclose(frame.pos[valid], data.pos[t][valid], atol=1e-5)
+    rot = roma.unitquat_to_rotmat(torch.from_numpy(data.quat[t])).numpy()
+    np.testing.assert_allclose(frame.rot[valid], rot[valid], atol=1e-5)
+    assert (frame.pos[~valid] == 0).all() and (frame.rot[~valid] == np.eye(3)).all()
+
+
+@pytest.fixture
+def server():
+    with NatNetServer(body_frames(), RATE, version=(4, 1)) as srv:
+        yield srv
+
+
+@pytest.fixture
+def source(server):
+    src = NatNetSource(command_port=server.command_port, data_port=0, timeout=1.0)
+    yield src
+    src.close()
+
+
+def test_source_meets_the_source_protocol(source):
+    assert isinstance(source, Source)
+    assert source.name.startswith("natnet://127.0.0.1:") and source.finite is False
+
+
+@pytest.mark.parametrize("version", [(3, 0), (3, 1), (4, 0), (4, 1)])
+def test_unicast_frames_arrive_named_and_turned_z_up(version):
+    data = body_frames()
+    with NatNetServer(data, RATE, version=version) as server:
+        source = NatNetSource(command_port=server.command_port, data_port=0)
+        source.open()
+        try:
+            assert source.server_info.version == version
+            frames = read_frames(source, 6)
+        finally:
+            source.close()
+    for frame in frames:
+        assert frame.names == NAMES
+        assert frame.pos.dtype == np.float32 and frame.rot.shape == (3, 3, 3)
+        assert_matches(frame, data)
+    assert any(not f.valid[-1] for f in frames), "an untracked frame among six"
+
+
+def test_y_up_stream_is_turned_as_the_csv_importer_does():
+    """A body at Motive's (0, 1, 0) (one metre up) lands at rbmcap's (0, 0, 1)."""
+    frame = nn.FrameOfData(
+        1,
+        0.0,
+        np.array([1], np.int32),
+        np.array([[0.0, 1.0, 0.0]], np.float32),
+        np.array([[0.0, 0.0, 0.0, 1.0]], np.float32),
+        np.array([True]),
+        np.zeros(1, np.float32),
+    )
+    pos, rot, _ = convert_bodies(frame, "y", scale=0.001)
+    np.testing.assert_allclose(pos, [[0.0, 0.0, 0.001]], atol=1e-9)
+    np.testing.assert_allclose(rot[0], roma.rotvec_to_rotmat(torch.tensor([np.pi / 2, 0, 0])))
+    pos, rot, _ = convert_bodies(frame, "z")
+    np.testing.assert_allclose(pos, [[0.0, 1.0, 0.0]])
+    np.testing.assert_allclose(rot[0], np.eye(3))
+
+
+def test_fps_is_measured_once_two_consecutive_frames_arrived(server, source):
+    server.pause()
+    time.sleep(0.05)
+    source.open()
+    assert source.fps is None
+    server.resume()
+    read_frames(source, 3)
+    assert source.fps == pytest.approx(RATE)
+
+
+def test_ids_without_names_are_called_by_id_until_the_definitions_know_them(server, source):
+    server.names = NAMES[:1]  # model definitions with the first body only
+    source.open()
+    assert read_frames(source, 1)[0].names == ("pelvis", "id:2", "id:3")
+    server.names = NAMES
+    deadline = time.perf_counter() + 3.0
+    while read_frames(source, 1)[0].names != NAMES:
+        assert time.perf_counter() < deadline, "names not asked for again"
+
+
+def test_close_says_disconnect_and_the_server_forgets_the_client(server, source):
+    source.open()
+    read_frames(source, 1)
+    assert len(server.clients) == 1
+    source.close()
+    source.close()
+    time.sleep(0.1)
+    assert server.clients == []
+
+
+def test_a_restarted_server_is_picked_up_again(server, source):
+    """As the session does: a lost source is closed and opened again until frames come."""
+    source.open()
+    read_frames(source, 5)
+    server.stop()
+    time.sleep(0.1)
+    server.start()
+    restarted = time.perf_counter()
+    deadline, frame = restarted + 3.0, None
+    while frame is None:
+        assert time.perf_counter() < deadline, "no frames from the restarted server"
+        try:
+            frame = source.read(0.2)
+        except SourceLost:
+            source.close()
+            try:
+                source.open()
+            except SourceLost:
+                time.sleep(0.1)
+    assert frame.received > restarted and frame.names == NAMES
+
+
+def test_isolated_malformed_frame_is_skipped_and_counted(server, source):
+    source.open()
+    read_frames(source, 1)
+    client = server.clients[0]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(b"\x07\x00\x05\x00\x01\x02\x03\x04\x05", client)
+    read_frames(source, 5)
+    assert source.malformed == 1
+
+
+def test_no_server_is_a_lost_source_after_the_timeout():
+    source = NatNetSource(command_port=free_port(), data_port=0, timeout=0.3)
+    start = time.perf_counter()
+    with pytest.raises(SourceLost, match=r"no reply to NAT_CONNECT within 0\.3 s"):
+        source.open()
+    assert time.perf_counter() - start < 2.0
+    with pytest.raises(SourceLost, match="not open"):
+        source.read(0.1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"up": "x"}, "up axis"),
+        ({"local": "localhost"}, "IPv4 address"),
+        ({"multicast": "10.0.0.1"}, "not a multicast address"),
+        ({"command_port": 70000}, "command port"),
+        ({"scale": 0.0}, "scale"),
+    ],
+)
+def test_bad_options_are_config_errors(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        NatNetSource(**kwargs)
+
+
+def test_unresolvable_server_is_a_config_error():
+    with pytest.raises(ConfigError, match="cannot resolve"):
+        NatNetSource(server="no-such-host.invalid", data_port=0).open()
+
+
+# -- the server as the benchmark uses it --------------------------------------------------------
+
+
+def test_server_streams_at_its_rate_and_drops_chosen_frames(server, source):
+    source.open()
+    first = read_frames(source, 1)[0].frame
+    server.drop(range(first + 3, first + 6))
+    start = time.perf_counter()
+    frames = read_frames(source, 40)
+    elapsed = time.perf_counter() - start
+    numbers = [f.frame for f in frames]
+    assert not set(range(first + 3, first + 6)) & set(numbers)
+    assert server.dropped == 3
+    assert 0.7 * 43 / RATE < elapsed < 3 * 43 / RATE
+    kept = [k for k in range(first + 1, first + 44) if not first + 3 <= k <= first + 5]
+    assert numbers == kept
+
+
+def test_paused_server_sends_nothing_until_resumed(server, source):
+    source.open()
+    read_frames(source, 1)
+    server.pause()
+    time.sleep(0.05)
+    while source.read(0.05) is not None:
+        pass
+    sent = server.sent
+    assert source.read(0.2) is None and server.sent == sent
+    server.resume()
+    assert len(read_frames(source, 3)) == 3
+
+
+def test_server_streams_a_capture_as_recorded():
+    data = body_frames(frames=12)
+    rot = roma.unitquat_to_rotmat(torch.from_numpy(data.quat)).numpy()
+    capture = Capture(fps=RATE, names=list(NAMES), pos=data.pos, rot=rot, valid=data.valid)
+    with NatNetServer(capture, RATE, version=(3, 0), up="z") as server:
+        source = NatNetSource(command_port=server.command_port, data_port=0, up="z")
+        source.open()
+        try:
+            frames = read_frames(source, 4)
+        finally:
+            source.close()
+    for frame in frames:
+        assert_matches(frame, data)
+
+
+def test_body_frames_of_the_wrong_shape_are_refused():
+    data = body_frames()
+    with pytest.raises(FormatError, match=r"quat has shape \(40, 3, 3\), expected \(T, 3, 4\)"):
+        BodyFrames(NAMES, data.pos, data.quat[..., :3], data.valid)
+
+
+def multicast_on_loopback() -> bool:
+    """Whether a datagram multicast out of 127.0.0.1 comes back to a member on 127.0.0.1."""
+    port = free_port()
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx,
+    ):
+        try:
+            rx.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            rx.bind((GROUP, port))
+            member = socket.inet_aton(GROUP) + socket.inet_aton("127.0.0.1")
+            rx.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, member)
+            tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+            tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
+            tx.sendto(b"probe", (GROUP, port))
+            rx.settimeout(0.5)
+            return rx.recv(16) == b"probe"
+        except OSError:
+            return False
+
+
+def test_multicast_frames_arrive_on_the_group():
+    if not multicast_on_loopback():
+        pytest.skip("this machine does not loop multicast back on 127.0.0.1")
+    data, port = body_frames(), free_port()
+    with NatNetServer(data, RATE, multicast=GROUP, data_port=port) as server:
+        source = NatNetSource(command_port=server.command_port, data_port=port, multicast=GROUP)
+        source.open()
+        try:
+            assert source.server_info.multicast and source.server_info.data_port == port
+            frames = read_frames(source, 5)
+        finally:
+            source.close()
+    for frame in frames:
+        assert frame.names == NAMES
+        assert_matches(frame, data)

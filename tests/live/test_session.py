@@ -1,0 +1,238 @@
+"""A live session: every frame posed as the causal model poses it offline, subjects apart, slow
+consumers dropping instead of queueing, sources that break and come back."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import roma
+import torch
+from helpers.live import (
+    KeepingSink,
+    max_difference,
+    offline_answer,
+    prefixed,
+    synthetic_take,
+)
+
+from rbmcap.calibrate.file import Calibration, PlateOffset
+from rbmcap.calibrate.offsets import apply_calibration
+from rbmcap.errors import ConfigError
+from rbmcap.inference import Predictor
+from rbmcap.live.frames import RigidBodyFrame
+from rbmcap.live.handoff import NewestSlot
+from rbmcap.live.replay import ReplaySource
+from rbmcap.live.session import LiveOptions, LiveSession
+from rbmcap.live.source import SourceLost
+from rbmcap.live.subject import Subject, phase_count, strip_prefix
+
+TRACE = LiveOptions(backend="trace")
+SLOW = 80.0
+"""Replay rate (frames/s) of the 240 Hz take here: slower than real time, so that a busy test
+machine does not make the consumer drop frames where a test needs each one."""
+
+
+@pytest.fixture(scope="module")
+def predictor():
+    return Predictor.from_checkpoint("standin-rbm14-stream")
+
+
+@pytest.fixture(scope="module")
+def take():
+    return synthetic_take(240, fps=240.0)
+
+
+def _posed_frames(poses) -> np.ndarray:
+    return np.array([p.frame for p in poses])
+
+
+def test_every_streamed_pose_is_the_offline_causal_answer_of_its_phase(predictor, take):
+    sink = KeepingSink()
+    session = LiveSession(ReplaySource(take, rate=SLOW), predictor, [sink], options=TRACE)
+    stats = session.run()
+    assert session.phases == 4  # 240 Hz against a model trained at 60 Hz
+    frames = _posed_frames(sink.poses)
+    assert stats.processed == len(sink.poses) > 200
+    answer = offline_answer(predictor, take.pos, take.rot, take.valid, frames, 4)
+    assert max_difference(sink.poses, answer) < 1e-5
+    assert sink.opened == sink.closed == 1
+
+
+def test_a_source_at_the_models_rate_is_one_phase_and_every_frame_is_posed(predictor, take):
+    slow = synthetic_take(90, fps=60.0)
+    sink = KeepingSink()
+    session = LiveSession(ReplaySource(slow, rate=30.0), predictor, [sink], options=TRACE)
+    stats = session.run()
+    assert session.phases == 1 and stats.dropped == 0
+    frames = _posed_frames(sink.poses)
+    assert np.array_equal(frames, np.arange(1, 90))  # every frame after the first
+    answer = offline_answer(predictor, slow.pos, slow.rot, slow.valid, frames, 1)
+    assert max_difference(sink.poses, answer) < 1e-5
+
+
+def test_phases_follow_the_rate_ratio():
+    assert [phase_count(f, 60.0) for f in (None, 30.0, 60.0, 100.0, 120.0, 240.0, 360.0)] == [
+        1,
+        1,
+        1,
+        2,
+        2,
+        4,
+        6,
+    ]
+
+
+def test_subject_prefixes_take_any_separator_and_nothing_else():
+    assert strip_prefix("alice_left_forearm", "alice") == "left_forearm"
+    assert strip_prefix("alice:head", "alice") == "head"
+    assert strip_prefix("alicex_head", "alice") is None
+    assert strip_prefix("bob_head", "alice") is None
+    assert strip_prefix("anything", "") == "anything"
+
+
+def _calibration(names, seed: int) -> Calibration:
+    rng = np.random.default_rng(seed)
+    plates = {
+        n: PlateOffset(
+            rotation=rng.normal(0, 0.1, 3), position=rng.normal(0, 0.02, 3), residual_mm=0.0
+        )
+        for n in names
+    }
+    zero = np.zeros(3)
+    return Calibration(
+        betas=np.zeros(10), frames=[[0]], rotation=zero, translation=zero, plates=plates
+    )
+
+
+def test_subjects_are_posed_apart_each_with_its_own_calibration(predictor, take):
+    calibs = {s: _calibration(take.names, seed) for seed, s in enumerate(("alice", "bob"))}
+    both = prefixed(take, ["alice", "bob"])
+    sink = KeepingSink()
+    subjects = [Subject(name, calibs[name]) for name in ("alice", "bob")]
+    where = {}
+    LiveSession(ReplaySource(both, rate=SLOW), predictor, [sink], subjects, TRACE).run()
+    for name in ("alice", "bob"):
+        own = [p for p in sink.poses if p.subject == name]
+        mine = both.select([f"{name}_{n}" for n in take.names], rename=list(take.names))
+        cal = apply_calibration(mine, calibs[name])
+        answer = offline_answer(predictor, cal.pos, cal.rot, cal.valid, _posed_frames(own), 4)
+        assert max_difference(own, answer) < 1e-5
+        where[name] = np.mean([p.trans[0] for p in own])
+    assert where["bob"] - where["alice"] == pytest.approx(2.0, abs=0.2)  # each where its plates are
+    assert len({p.frame for p in sink.poses if p.subject == "alice"}) == len(sink.poses) // 2
+
+
+def test_names_that_do_not_fit_the_marker_set_are_one_error_before_any_sink_opens(predictor, take):
+    sink = KeepingSink()
+    wrong = prefixed(take, ["alice"])
+    with pytest.raises(ConfigError, match="subject 'carol'") as err:
+        LiveSession(ReplaySource(wrong), predictor, [sink], [Subject("carol")], TRACE).run()
+    assert "\n" not in str(err.value)
+    assert sink.opened == 0
+
+
+def test_a_slow_consumer_drops_frames_counts_them_and_never_queues(predictor, take):
+    sink = KeepingSink(delay_s=0.02)  # 50 poses/s against 240 frames/s
+    stats = LiveSession(ReplaySource(take), predictor, [sink], options=TRACE).run()
+    assert stats.dropped > 100
+    assert stats.processed + stats.dropped <= stats.received
+    # the newest frame was always the one posed: never more than one frame behind the source
+    assert stats.behind <= 1
+
+
+def test_a_rigid_body_gone_for_a_while_does_not_stop_the_stream(predictor, take):
+    gone = synthetic_take(240, fps=240.0)
+    gone.valid[60:180, 3] = False
+    gone.pos[60:180, 3] = 0.0
+    sink = KeepingSink()
+    LiveSession(ReplaySource(gone, rate=SLOW), predictor, [sink], options=TRACE).run()
+    frames = _posed_frames(sink.poses)
+    assert frames.max() == 239 and {60, 120, 179} <= set(frames.tolist())
+    answer = offline_answer(predictor, gone.pos, gone.rot, gone.valid, frames, 4)
+    assert max_difference(sink.poses, answer) < 1e-5
+
+
+class _Flaky:
+    """A source whose connection breaks after ``every`` frames, ``breaks`` times."""
+
+    fps, finite, name = 240.0, True, "flaky"
+
+    def __init__(self, take, every: int = 50, breaks: int = 2) -> None:
+        self.inner, self.every, self.left = ReplaySource(take, rate=SLOW), every, breaks
+        self.opens = self.served = 0
+
+    def open(self) -> None:
+        self.opens += 1
+
+    def ready(self) -> None:
+        self.inner.ready()
+
+    def read(self, timeout):
+        if self.left and self.served and self.served % self.every == 0:
+            self.left -= 1
+            self.served += 1  # one frame lost with the connection
+            raise SourceLost("connection reset")
+        frame = self.inner.read(timeout)
+        self.served += frame is not None
+        return frame
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_broken_connection_is_reopened_with_back_off_and_the_stream_goes_on(predictor, take):
+    source = _Flaky(take)
+    sink = KeepingSink()
+    stats = LiveSession(source, predictor, [sink], options=TRACE).run()
+    assert stats.reconnects == 2 and source.opens == 3
+    assert _posed_frames(sink.poses).max() == 239
+
+
+def test_frame_numbers_going_back_count_as_a_restart_and_gaps_as_lost(predictor):
+    numbers = [0, 1, 2, 5, 6, 0, 1, 2]
+    take = synthetic_take(len(numbers), fps=60.0)
+    take.frame_numbers = np.array(numbers)
+    stats = LiveSession(ReplaySource(take, rate=60.0), predictor, [], options=TRACE).run()
+    assert stats.received == 8 and stats.lost == 2 and stats.restarts == 1
+
+
+def test_stop_from_another_thread_ends_the_run_and_closes_the_sinks(predictor, take):
+    sink = KeepingSink()
+    session = LiveSession(ReplaySource(take, loop=True), predictor, [sink], options=TRACE)
+    timer = threading.Timer(1.0, session.stop)
+    timer.start()
+    session.run()
+    assert sink.closed == 1 and len(sink.poses) > 0
+
+
+def test_a_failing_sink_still_lets_the_others_close(predictor, take):
+    class Broken(KeepingSink):
+        def send(self, pose):
+            raise OSError("disk full")
+
+    good, bad = KeepingSink(), Broken()
+    with pytest.raises(OSError):
+        LiveSession(ReplaySource(take), predictor, [bad, good], options=TRACE).run()
+    assert good.closed == 1 and bad.closed == 1
+
+
+def test_the_newest_slot_keeps_only_the_newest_and_counts_the_rest():
+    slot: NewestSlot[int] = NewestSlot()
+    assert not slot.put(1) and slot.put(2) and slot.put(3)
+    assert slot.get(0.0) == 3 and slot.overwritten == 2 and slot.get(0.0) is None
+    slot.close()
+    assert slot.finished
+
+
+def test_frames_from_a_source_keep_the_capture_conventions(take):
+    source = ReplaySource(take, rate=float("inf"))
+    source.open()
+    frame = source.read(1.0)
+    assert isinstance(frame, RigidBodyFrame)
+    assert frame.pos.shape == (14, 3) and frame.rot.shape == (14, 3, 3)
+    det = np.linalg.det(frame.rot[frame.valid])
+    assert np.allclose(det, 1.0, atol=1e-5)
+    q = roma.rotmat_to_unitquat(torch.as_tensor(frame.rot))
+    assert torch.isfinite(q).all()

@@ -34,8 +34,6 @@ import sys
 import time
 
 import numpy as np
-import roma
-import torch
 
 from rbmcap.errors import ConfigError, FormatError, first_line
 from rbmcap.io.optitrack import Y_UP_TO_Z_UP
@@ -82,7 +80,7 @@ def convert_bodies(
     norm = np.linalg.norm(quat, axis=1)
     valid = frame.tracked & (norm > 1e-6) & np.isfinite(norm) & np.isfinite(frame.pos).all(1)
     quat = np.where(valid[:, None], quat / np.where(valid, norm, 1.0)[:, None], [0, 0, 0, 1])
-    rot = roma.unitquat_to_rotmat(torch.from_numpy(quat.astype(np.float32))).numpy()
+    rot = unitquat_to_rotmat(quat.astype(np.float32))
     pos = np.where(valid[:, None], frame.pos, 0.0).astype(np.float32) * np.float32(scale)
     if up == "y":
         pos, rot = pos @ _Y_UP.T, _Y_UP @ rot
@@ -91,6 +89,30 @@ def convert_bodies(
 
 
 _Y_UP = Y_UP_TO_Z_UP.astype(np.float32)
+
+
+def unitquat_to_rotmat(quat: np.ndarray) -> np.ndarray:
+    """(N, 4) unit quaternions (x, y, z, w) → (N, 3, 3) rotation matrices, in numpy.
+
+    roma's ``unitquat_to_rotmat`` computes the same products; on the receiving path of a live
+    frame its dozen torch calls on a few quaternions cost several times the frame's decoding,
+    which this one numpy expression does not (``tests/live/test_natnet_source.py`` checks the
+    two agree)."""
+    x, y, z, w = quat[:, 0], quat[:, 1], quat[:, 2], quat[:, 3]
+    xx, yy, zz, xy, xz, yz = x * x, y * y, z * z, x * y, x * z, y * z
+    wx, wy, wz = w * x, w * y, w * z
+    flat = (
+        1 - 2 * (yy + zz),
+        2 * (xy - wz),
+        2 * (xz + wy),
+        2 * (xy + wz),
+        1 - 2 * (xx + zz),
+        2 * (yz - wx),
+        2 * (xz - wy),
+        2 * (yz + wx),
+        1 - 2 * (xx + yy),
+    )
+    return np.stack(flat, axis=-1).reshape(-1, 3, 3)
 
 
 class NatNetSource:

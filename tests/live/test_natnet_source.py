@@ -299,3 +299,14 @@ def test_multicast_frames_arrive_on_the_group():
     for frame in frames:
         assert frame.names == NAMES
         assert_matches(frame, data)
+
+
+def test_the_numpy_quaternion_conversion_is_romas():
+    import roma
+    import torch
+
+    from rbmcap.live.natnet import unitquat_to_rotmat
+
+    quat = roma.random_unitquat(64, dtype=torch.float64)
+    expected = roma.unitquat_to_rotmat(quat).numpy()
+    assert np.abs(unitquat_to_rotmat(quat.numpy()) - expected).max() < 1e-12

@@ -1,0 +1,147 @@
+"""``rbmcap bench live``: a live session's packet-received → pose-sent latency and lost frames.
+
+A NatNet server (:class:`~rbmcap.live.natnet_server.NatNetServer`, NatNet 4.1, unicast on
+loopback) runs in a child process, so its send loop shares no interpreter lock with the session,
+and streams rbm14 plates of a procedural walk on the stand-in (one subject, or four with their
+plates prefixed ``s1_``…``s4_``) at 120, 240 and 360 Hz. In this process a
+:class:`~rbmcap.inference.stream.StreamSession`-backed :class:`~rbmcap.live.session.LiveSession`
+receives them through :class:`~rbmcap.live.natnet.NatNetSource` on one torch thread, poses every
+subject with the shipped causal model (``compiled``; ``trace`` in ``quick``) and sends each
+pose as VMC over OSC to a loopback port. Per rate and subject count: latency p50/p99/max (from
+the packet's arrival to the last pose sent), frames received, posed, dropped (the consumer too
+slow), lost (never arrived), and how far the consumer fell behind (frames).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import socket
+import tempfile
+from pathlib import Path
+
+import torch
+
+RATES = (120.0, 240.0, 360.0)
+SUBJECTS = (1, 4)
+SUBJECT_NAMES = ("s1", "s2", "s3", "s4")
+
+
+def run(quick: bool = False, seconds: float | None = None) -> dict:
+    """Every rate × subject count for ``seconds`` each (default 20; ``quick``: 2 s, 240 Hz and
+    one subject only, the trace backend)."""
+    from rbmcap.inference import Predictor
+
+    seconds = seconds or (2.0 if quick else 20.0)
+    backend = "trace" if quick else "compiled"
+    rates, counts = ((240.0,), (1,)) if quick else (RATES, SUBJECTS)
+    predictor = Predictor.from_checkpoint("standin-rbm14-stream")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    runs = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="rbmcap-bench-live-") as tmp:
+            takes = {n: _take(Path(tmp), n) for n in counts}
+            for subjects in counts:
+                for rate in rates:
+                    row = _measure(predictor, takes[subjects], rate, subjects, seconds, backend)
+                    runs.append(row)
+    finally:
+        torch.set_num_threads(threads)
+    return {
+        "backend": backend,
+        "seconds_per_run": seconds,
+        "torch_threads_session": 1,
+        "sink": "vmc (OSC over UDP, loopback)",
+        "runs": runs,
+    }
+
+
+def _take(folder: Path, subjects: int) -> Path:
+    """An rbm14 take of a procedural walk (10 s at 240 Hz), prefixed per subject when several,
+    saved as a capture ``.npz`` for the server's process."""
+    from rbmcap.bench.infer import sample_observations
+    from rbmcap.io.capture import Capture
+    from rbmcap.markers.markerset import load_marker_set
+
+    obs, *_ = sample_observations(2400)
+    names = list(load_marker_set("rbm14").names)
+    capture = Capture(fps=240.0, names=names, pos=obs.pos, rot=obs.rot, valid=obs.valid)
+    if subjects > 1:
+        capture = _prefixed(capture, SUBJECT_NAMES[:subjects])
+    return capture.save(folder / f"take_{subjects}.npz")
+
+
+def _prefixed(capture, subjects):
+    import numpy as np
+
+    from rbmcap.io.capture import Capture
+
+    k = len(subjects)
+    shift = np.concatenate([np.tile([[2.0 * i, 0, 0]], (capture.num_plates, 1)) for i in range(k)])
+    valid = np.tile(capture.valid, (1, k))
+    pos = np.tile(capture.pos, (1, k, 1)) + shift.astype(np.float32)
+    return Capture(
+        fps=capture.fps,
+        names=[f"{s}_{n}" for s in subjects for n in capture.names],
+        pos=np.where(valid[..., None], pos, 0.0),
+        rot=np.tile(capture.rot, (1, k, 1, 1)),
+        valid=valid,
+    )
+
+
+def _measure(predictor, take: Path, rate: float, subjects: int, seconds: float, backend: str):
+    from rbmcap.live.natnet import NatNetSource
+    from rbmcap.live.session import LiveOptions, LiveSession
+    from rbmcap.live.sinks.vmc import VMCSink
+    from rbmcap.live.subject import Subject
+
+    ctx = multiprocessing.get_context("spawn")
+    ports, stop = ctx.Queue(), ctx.Event()
+    server = ctx.Process(target=serve, args=(str(take), rate, ports, stop), daemon=True)
+    server.start()
+    try:
+        port = ports.get(timeout=120)
+        who = [Subject(s) for s in SUBJECT_NAMES[:subjects]] if subjects > 1 else [Subject()]
+        with _receiver() as vmc_port:
+            sink = VMCSink(port=vmc_port)
+            options = LiveOptions(backend=backend, duration=seconds, wait_s=30.0)
+            source = NatNetSource(command_port=port)
+            session = LiveSession(source, predictor, [sink], who, options)
+            stats = session.run()
+    finally:
+        stop.set()
+        server.join(timeout=10)
+    summary = stats.summary()
+    return {
+        "rate_hz": rate,
+        "subjects": subjects,
+        "phases": session.phases,
+        **{k: summary[k] for k in ("received", "processed", "dropped", "lost", "behind")},
+        "latency_p50_ms": summary["latency_p50_ms"],
+        "latency_p99_ms": summary["latency_p99_ms"],
+        "latency_max_ms": summary["latency_max_ms"],
+    }
+
+
+def serve(take: str, rate: float, ports, stop) -> None:
+    """The server process: stream ``take`` at ``rate`` until ``stop`` is set; its command port
+    goes to ``ports``."""
+    from rbmcap.io.capture import Capture
+    from rbmcap.live.natnet_server import NatNetServer
+
+    server = NatNetServer(Capture.load(take), fps=rate).start()
+    ports.put(server.command_port)
+    try:
+        while not stop.wait(0.2):
+            pass
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def _receiver():
+    """A loopback UDP port held open for the run (where a VMC receiver would listen)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]

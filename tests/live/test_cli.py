@@ -48,6 +48,7 @@ def test_two_subjects_each_get_their_own_recording(tmp_path, capsys):
     assert np.mean(bob.trans[:, 0] - alice.trans[:, 0]) == pytest.approx(2.0, abs=0.2)
 
 
+@pytest.mark.slow  # the fit over frames: about 40 s on 2 cores
 def test_live_calibration_records_fits_writes_and_streams_on_with_it(take_file, tmp_path, capsys):
     calib = tmp_path / "calib.yaml"
     argv = ["live", f"replay:{take_file}", *TRACE, "--calibrate", "0.1", "--calib-out"]

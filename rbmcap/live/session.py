@@ -263,7 +263,8 @@ def _warm_up(template, frames: int = 3) -> None:
 
 
 class _SinkThread:
-    """A sink that is not inline, fed the newest pose of each subject on its own thread."""
+    """A sink that is not inline, fed the newest pose of each subject on its own thread, at most
+    ``sink.max_rate`` times a second when the sink sets it."""
 
     def __init__(self, sink: Sink) -> None:
         self.sink = sink
@@ -274,7 +275,13 @@ class _SinkThread:
         self.thread.start()
 
     def _run(self) -> None:
+        period = 1.0 / rate if (rate := getattr(self.sink, "max_rate", None)) else 0.0
+        last = 0.0
         while not self.slots.closed:
+            wait = last + period - time.perf_counter()
+            if wait > 0:  # a display needs no more: the consumer keeps the interpreter lock
+                time.sleep(wait)
+            last = time.perf_counter()
             for pose in self.slots.take(0.1):
                 try:
                     self.sink.send(pose)

@@ -236,3 +236,13 @@ def test_frames_from_a_source_keep_the_capture_conventions(take):
     assert np.allclose(det, 1.0, atol=1e-5)
     q = roma.rotmat_to_unitquat(torch.as_tensor(frame.rot))
     assert torch.isfinite(q).all()
+
+
+def test_a_threaded_sink_gets_the_newest_poses_at_most_at_its_rate(predictor, take):
+    display = KeepingSink(inline=False)
+    display.max_rate = 20.0
+    stats = LiveSession(ReplaySource(take), predictor, [display], options=TRACE).run()
+    seconds = take.num_frames / take.fps
+    assert 0 < len(display.poses) <= 20.0 * seconds + 2 < stats.processed
+    frames = _posed_frames(display.poses)
+    assert np.all(np.diff(frames) > 0)  # newest first, never an older pose after a newer one

@@ -47,6 +47,7 @@ class Sink(Protocol):
             send, an append); False: the session gives the sink its own thread fed with only the
             newest pose per subject (a slow sink such as the viewer then skips poses instead of
             holding up the stream).
+        max_rate: (optional, threaded sinks) the most poses a second the sink is fed.
     """
 
     name: str

@@ -81,12 +81,15 @@ class ViewerSink:
             ``port`` and ``url`` hold the bound one once open.
 
     Attributes:
-        name, url: ``http://HOST:PORT``; inline: False (the session feeds it from its own thread).
+        name, url: ``http://HOST:PORT``; inline: False (the session feeds it from its own thread);
+        max_rate: the most poses a second it is fed (a display shows no more, and each update
+            holds the interpreter lock the stream needs).
         subjects: subject name → its :class:`SubjectView` (after ``open``).
         readout: the readout's Markdown handle (after ``open``).
     """
 
     inline = False
+    max_rate = 60.0
 
     def __init__(self, host: str = LOOPBACK, port: int = 8080) -> None:
         if not 0 <= int(port) <= 65535:

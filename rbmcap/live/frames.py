@@ -68,6 +68,7 @@ class LiveStats:
         received: frames the source delivered; processed: frames posed (all subjects);
         dropped: frames overwritten before the consumer took them (the consumer was slower);
         lost: gaps in the source's frame numbers (packets lost or late on the network);
+        late: frames that arrived after a newer one (not posed; not counted lost);
         restarts: times the source's frame numbers went back (a restarted sender);
         reconnects: times the source was opened again after its connection broke;
         behind: the most frames the source was ahead of the frame being posed, when it was taken;
@@ -79,6 +80,7 @@ class LiveStats:
     processed: int = 0
     dropped: int = 0
     lost: int = 0
+    late: int = 0
     restarts: int = 0
     reconnects: int = 0
     behind: int = 0
@@ -92,8 +94,8 @@ class LiveStats:
 
         lat = np.asarray(self.latencies_ms, dtype=np.float64)
         pct = (lambda q: float(np.percentile(lat, q))) if len(lat) else (lambda q: None)
-        keys = ("received", "processed", "dropped", "lost", "restarts", "reconnects", "behind")
-        out = {k: getattr(self, k) for k in keys}
+        keys = ("received", "processed", "dropped", "lost", "late", "restarts", "reconnects")
+        out = {k: getattr(self, k) for k in (*keys, "behind")}
         return out | {
             "latency_p50_ms": pct(50),
             "latency_p99_ms": pct(99),

@@ -4,7 +4,8 @@ Two threads and a slot between them:
 
 - the **receiving thread** reads the source (:mod:`rbmcap.live.source`), counts frames, gaps in
   frame numbers (``lost``) and numbers going back (``restarts``), and offers each frame to a
-  :class:`~rbmcap.live.handoff.NewestSlot`; when the source's connection breaks it closes it and
+  :class:`~rbmcap.live.handoff.NewestSlot` (a packet overtaken by a newer one is counted
+  ``late`` and not posed); when the source's connection breaks it closes it and
   opens it again after 0.1 s, doubling up to 2 s (``reconnects``);
 - the **consumer**, on the thread that called :meth:`LiveSession.run` (the main thread from the
   command line, so Ctrl-C and SIGTERM land there), takes the newest frame (frames it was too slow
@@ -37,6 +38,9 @@ from rbmcap.live.subject import Subject, SubjectStream, phase_count
 
 log = logging.getLogger("rbmcap.live")
 
+RESTART_FRAMES = 1000
+"""A frame number this far or more below the newest one means the source restarted; closer, the
+frame is a late packet."""
 BACKOFF_S = (0.1, 2.0)
 """First and longest wait before reopening a source whose connection broke, seconds."""
 
@@ -101,7 +105,9 @@ class LiveSession:
                     is_open, backoff = True, BACKOFF_S[0]
                 frame = source.read(0.1)
             except SourceLost as exc:
-                log.warning("%s: %s; reconnecting in %.1f s", source.name, first_line(exc), backoff)
+                why = first_line(exc)
+                why = why if why.startswith(source.name) else f"{source.name}: {why}"
+                log.warning("%s; reconnecting in %.1f s", why, backoff)
                 source.close()
                 self.stats.reconnects += is_open
                 is_open = False
@@ -113,20 +119,26 @@ class LiveSession:
             except BaseException as exc:  # handed to the consumer, which re-raises it
                 self._error = exc
                 break
-            if frame is not None:
-                self._count(frame)
+            if frame is not None and self._count(frame):
                 self._slot.put(frame)
         self._slot.close()
 
-    def _count(self, frame: RigidBodyFrame) -> None:
+    def _count(self, frame: RigidBodyFrame) -> bool:
+        """Count ``frame``; False when it is late (older than one already received, by less
+        than :data:`RESTART_FRAMES`): it was counted lost and is not posed out of order."""
         stats, last = self.stats, self._latest
         stats.received += 1
         if last is not None:
+            if last - RESTART_FRAMES < frame.frame <= last:
+                stats.late += 1
+                stats.lost -= frame.frame < last  # counted in the gap it left
+                return False
             if frame.frame <= last:
                 stats.restarts += 1
             elif frame.frame > last + 1:
                 stats.lost += frame.frame - last - 1
         self._latest = frame.frame
+        return True
 
     # ----------------------------------------------------------------------- consuming
     def run(self) -> LiveStats:
@@ -182,7 +194,7 @@ class LiveSession:
         _warm_up(template)
         self.streams = [SubjectStream(s, self.predictor, template, phases) for s in self.subjects]
         for stream in self.streams:
-            stream.columns(first.names)  # a naming problem is one error before anything opens
+            stream.columns(first.names, strict=True)  # one error before anything opens
         if self.before_posing is not None:
             self.before_posing(self, first)
         infos = [self._info(s, fps) for s in self.streams]

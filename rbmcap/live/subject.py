@@ -14,6 +14,7 @@ are exactly those the causal model gives offline on that phase's frames.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,8 @@ import torch
 
 from rbmcap.errors import ConfigError
 from rbmcap.live.frames import LivePose, RigidBodyFrame
+
+log = logging.getLogger("rbmcap.live")
 
 SEPARATORS = "_:-. /"
 """What may stand between a subject's name and a plate's name in a rigid body's name."""
@@ -100,8 +103,11 @@ class SubjectStream:
             np.stack([o.position for o in offs]).astype(np.float64),
         )
 
-    def columns(self, names: tuple[str, ...]) -> np.ndarray:
-        """(N,) index of each marker-set plate among a frame's ``names`` (cached per names).
+    def columns(self, names: tuple[str, ...], strict: bool = False) -> np.ndarray:
+        """(N,) index of each marker-set plate among a frame's ``names`` (cached per names);
+        -1 for a plate no name maps to, unless ``strict`` (the session's first frame), when
+        that is an error too. A plate lost later (a rigid body deleted in Motive) is then
+        unseen until it comes back, with one warning.
 
         Raises:
             ConfigError: the stream's names do not map onto the marker set (every problem).
@@ -116,13 +122,22 @@ class SubjectStream:
             short = strip_prefix(name, self.subject.name)
             if short is not None:
                 own.setdefault(short, i)
+        who = f"subject {self.subject.name!r}" if self.subject.name else "the stream"
         try:
-            mapped = map_names(list(own), list(self.marker_names), self.subject.mapping)
+            mapped = map_names(
+                list(own),
+                list(self.marker_names),
+                self.subject.mapping
+                and {k: v for k, v in self.subject.mapping.items() if k in own},
+                allow_missing=not strict,
+            )
         except ConfigError as exc:
-            who = f"subject {self.subject.name!r}" if self.subject.name else "the stream"
             raise ConfigError(f"{who}: {exc}") from None
         where = {plate: own[short] for short, plate in mapped.items()}
-        found = np.array([where[n] for n in self.marker_names], dtype=np.int64)
+        found = np.array([where.get(n, -1) for n in self.marker_names], dtype=np.int64)
+        if (found < 0).any():
+            gone = [n for n, i in zip(self.marker_names, found) if i < 0]
+            log.warning("%s: no rigid body for plate %s any more: unseen", who, ", ".join(gone))
         self._columns[names] = found
         return found
 
@@ -131,6 +146,9 @@ class SubjectStream:
         rot (N, 3, 3) float32, valid (N,)."""
         idx = self.columns(frame.names)
         pos, rot, valid = frame.pos[idx], frame.rot[idx], frame.valid[idx]
+        if idx.min() < 0:
+            gone = idx < 0
+            pos[gone], rot[gone], valid[gone] = 0.0, np.eye(3, dtype=rot.dtype), False
         if self._offsets is not None:
             r_off_t, t_off = self._offsets
             r_virt = rot.astype(np.float64) @ r_off_t

@@ -191,11 +191,21 @@ def test_a_broken_connection_is_reopened_with_back_off_and_the_stream_goes_on(pr
 
 
 def test_frame_numbers_going_back_count_as_a_restart_and_gaps_as_lost(predictor):
-    numbers = [0, 1, 2, 5, 6, 0, 1, 2]
+    numbers = [0, 1, 2, 5, 6, 4000, 4001, 0, 1, 2]
     take = synthetic_take(len(numbers), fps=60.0)
     take.frame_numbers = np.array(numbers)
     stats = LiveSession(ReplaySource(take, rate=60.0), predictor, [], options=TRACE).run()
-    assert stats.received == 8 and stats.lost == 2 and stats.restarts == 1
+    assert stats.received == 10 and stats.lost == 2 + 3993 and stats.restarts == 1
+
+
+def test_a_packet_overtaken_by_a_newer_one_is_late_not_lost_and_not_posed(predictor):
+    numbers = [0, 1, 2, 4, 3, 5, 6, 7]
+    take = synthetic_take(len(numbers), fps=60.0)
+    take.frame_numbers = np.array(numbers)
+    sink = KeepingSink()
+    stats = LiveSession(ReplaySource(take, rate=60.0), predictor, [sink], options=TRACE).run()
+    assert stats.late == 1 and stats.lost == 0 and stats.restarts == 0
+    assert 3 not in _posed_frames(sink.poses) and np.all(np.diff(_posed_frames(sink.poses)) > 0)
 
 
 def test_stop_from_another_thread_ends_the_run_and_closes_the_sinks(predictor, take):
@@ -246,3 +256,28 @@ def test_a_threaded_sink_gets_the_newest_poses_at_most_at_its_rate(predictor, ta
     assert 0 < len(display.poses) <= 20.0 * seconds + 2 < stats.processed
     frames = _posed_frames(display.poses)
     assert np.all(np.diff(frames) > 0)  # newest first, never an older pose after a newer one
+
+
+class _Renamed(_Flaky):
+    """A replay whose rigid body ``gone`` is deleted from the stream after frame ``after``."""
+
+    def __init__(self, take, gone: int, after: int) -> None:
+        super().__init__(take, breaks=0)
+        self.gone, self.after = gone, after
+
+    def read(self, timeout):
+        frame = super().read(timeout)
+        if frame is not None and frame.frame > self.after:
+            keep = [i for i in range(len(frame.names)) if i != self.gone]
+            frame.names = tuple(frame.names[i] for i in keep)
+            frame.pos, frame.rot, frame.valid = frame.pos[keep], frame.rot[keep], frame.valid[keep]
+        return frame
+
+
+def test_a_rigid_body_deleted_from_the_stream_is_unseen_from_then_on(predictor, take):
+    sink = KeepingSink()
+    stats = LiveSession(_Renamed(take, 5, 100), predictor, [sink], options=TRACE).run()
+    after = [p for p in sink.poses if p.frame > 100]
+    assert after and stats.processed == len(sink.poses)
+    assert all(not p.plates_valid[5] and p.plates_valid[6] == take.valid[p.frame, 6] for p in after)
+    assert all(p.plates_valid[5] == take.valid[p.frame, 5] for p in sink.poses if p.frame <= 100)

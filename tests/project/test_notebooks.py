@@ -28,6 +28,7 @@ WALKTHROUGH_INPUT = (
 
 EXECUTED = {
     # notebook -> files (relative to its working directory) a run must leave behind
+    "live_replay.ipynb": ("live_replay.png",),
     "quickstart.ipynb": (
         "quickstart_body.png",
         "quickstart_plates.png",

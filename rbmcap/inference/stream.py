@@ -185,7 +185,7 @@ class StreamSession:
         its first frame), else None."""
         if not self.recurrent or not self._carry or self.frames == 0:
             return None
-        return (self._carry[1][0, 0] / self._count).float().cpu().numpy()
+        return (self._carry[1][0, 0].cpu().numpy() / float(self._count)).astype(np.float32)
 
     @torch.inference_mode()
     def push(self, pos, rot, valid) -> tuple[np.ndarray, np.ndarray]:

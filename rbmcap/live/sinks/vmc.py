@@ -291,13 +291,20 @@ class _Subject:
     first_time: float | None = None
 
     def rest_joints(self, betas: np.ndarray) -> np.ndarray:
-        if self.rest is None or not np.array_equal(betas, self.betas):
+        if self.rest is None or np.abs(betas - self.betas).max() > RESHAPE_TOLERANCE:
             nb = min(len(betas), self.shapedirs.shape[-1])
             b = np.asarray(betas[:nb], dtype=np.float64)
             self.rest = self.template + self.shapedirs[..., :nb] @ b
             self.values = rest_values(self.rest)
             self.betas = np.array(betas, copy=True)
         return self.rest
+
+
+RESHAPE_TOLERANCE = 1e-3
+"""Rest offsets are recomputed when a running betas estimate moves by more than this (any
+coefficient): after its first frames it moves far less per frame, and a change this small moves
+the rest joints by hundredths of a millimetre (joint shape directions are centimetres per unit
+of beta)."""
 
 
 class VMCSink:

@@ -3,7 +3,10 @@ until done or interrupted, summarised."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,8 +83,9 @@ class LiveRun:
         )
 
     def run(self) -> tuple[LiveStats, bool]:
-        """Run the session; returns its counters and whether it was interrupted (Ctrl-C,
-        SIGTERM), after which every sink has been closed (recordings written)."""
+        """Run the session; returns its counters and whether it was stopped by Ctrl-C or
+        SIGTERM (the frame being posed is finished, then every sink is closed: recordings
+        written)."""
         _show_progress()
         session = LiveSession(
             self.source,
@@ -92,10 +96,12 @@ class LiveRun:
             before_posing=self.calibration,
         )
         self.session = session
-        try:
-            return session.run(), False
-        except KeyboardInterrupt:
-            return session.stats, True
+        with _stopping_on_signals(session) as stopped:
+            try:
+                stats = session.run()
+            except KeyboardInterrupt:  # a second Ctrl-C: stop at once (sinks still close)
+                return session.stats, True
+        return stats, bool(stopped)
 
     def summary(self, stats: LiveStats, interrupted: bool) -> dict:
         """A JSON-ready summary: the counters, latency, phases, sinks and files written."""
@@ -174,3 +180,27 @@ def parse_subject(text: str) -> tuple[str, str | None]:
     if not name:
         raise ConfigError(f"--subject {text!r}: expected NAME[:CALIB.yaml]")
     return name, calib or None
+
+
+@contextlib.contextmanager
+def _stopping_on_signals(session):
+    """Inside the block, the first Ctrl-C or SIGTERM asks ``session`` to stop after the frame
+    it is posing (so no sink is interrupted half-way through a frame); a second one interrupts.
+    Yields a list that holds the signals received. Outside the main thread: nothing changes."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def stop(signum, frame) -> None:
+        if received:
+            raise KeyboardInterrupt
+        received.append(signum)
+        session.stop()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -21,6 +21,7 @@ or re-raises.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -38,9 +39,8 @@ from rbmcap.live.subject import Subject, SubjectStream, phase_count
 
 log = logging.getLogger("rbmcap.live")
 
-RESTART_FRAMES = 1000
-"""A frame number this far or more below the newest one means the source restarted; closer, the
-frame is a late packet."""
+LATE_FRAMES = 256
+"""How many of the most recent missing frame numbers a late packet may still fill."""
 BACKOFF_S = (0.1, 2.0)
 """First and longest wait before reopening a source whose connection broke, seconds."""
 
@@ -90,6 +90,7 @@ class LiveSession:
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._latest: int | None = None
+        self._gaps: set[int] = set()
         self._threads: list[_SinkThread] = []
         self._opened: list[Sink] = []
         self.phases = 1
@@ -110,7 +111,7 @@ class LiveSession:
                 log.warning("%s; reconnecting in %.1f s", why, backoff)
                 source.close()
                 self.stats.reconnects += is_open
-                is_open = False
+                is_open, self._latest = False, None  # a reopened source numbers afresh
                 self._stop.wait(backoff)
                 backoff = min(2 * backoff, BACKOFF_S[1])
                 continue
@@ -124,20 +125,26 @@ class LiveSession:
         self._slot.close()
 
     def _count(self, frame: RigidBodyFrame) -> bool:
-        """Count ``frame``; False when it is late (older than one already received, by less
-        than :data:`RESTART_FRAMES`): it was counted lost and is not posed out of order."""
-        stats, last = self.stats, self._latest
+        """Count ``frame``; False when it is late: a number missing from a recent gap (it was
+        counted lost, and is not posed out of order) or the newest one again. Any other step
+        back is a restarted source."""
+        stats, last, number = self.stats, self._latest, frame.frame
         stats.received += 1
         if last is not None:
-            if last - RESTART_FRAMES < frame.frame <= last:
+            if number in self._gaps or number == last:
+                self._gaps.discard(number)
                 stats.late += 1
-                stats.lost -= frame.frame < last  # counted in the gap it left
+                stats.lost -= number != last
                 return False
-            if frame.frame <= last:
+            if number < last:
                 stats.restarts += 1
-            elif frame.frame > last + 1:
-                stats.lost += frame.frame - last - 1
-        self._latest = frame.frame
+                self._gaps.clear()
+            elif number > last + 1:
+                stats.lost += number - last - 1
+                self._gaps.update(range(max(last + 1, number - LATE_FRAMES), number))
+                while len(self._gaps) > LATE_FRAMES:
+                    self._gaps.discard(min(self._gaps))
+        self._latest = number
         return True
 
     # ----------------------------------------------------------------------- consuming
@@ -151,6 +158,7 @@ class LiveSession:
                 self._start(first)
                 self._consume()
         finally:
+            gc.unfreeze()
             self._stop.set()
             receiver.join(timeout=5.0)
             self.source.close()
@@ -204,6 +212,8 @@ class LiveSession:
             if not sink.inline:
                 self._threads.append(_SinkThread(sink))
         self.phases = phases
+        gc.collect()
+        gc.freeze()  # what set-up made is never collected again: no long pause while posing
         self._slot.get(0.0)  # posing starts from the next frame, not one that waited
         self._skipped = self._slot.overwritten  # before posing started: not the consumer's
         self.source.ready()

@@ -191,11 +191,11 @@ def test_a_broken_connection_is_reopened_with_back_off_and_the_stream_goes_on(pr
 
 
 def test_frame_numbers_going_back_count_as_a_restart_and_gaps_as_lost(predictor):
-    numbers = [0, 1, 2, 5, 6, 4000, 4001, 0, 1, 2]
+    numbers = [10, 11, 12, 15, 16, 0, 1, 2]
     take = synthetic_take(len(numbers), fps=60.0)
     take.frame_numbers = np.array(numbers)
     stats = LiveSession(ReplaySource(take, rate=60.0), predictor, [], options=TRACE).run()
-    assert stats.received == 10 and stats.lost == 2 + 3993 and stats.restarts == 1
+    assert stats.received == 8 and stats.lost == 2 and stats.restarts == 1 and stats.late == 0
 
 
 def test_a_packet_overtaken_by_a_newer_one_is_late_not_lost_and_not_posed(predictor):

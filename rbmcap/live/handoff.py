@@ -6,6 +6,7 @@ counted: the consumer always gets the newest, memory never grows, and what was s
 
 from __future__ import annotations
 
+import collections
 import threading
 from typing import Generic, TypeVar
 
@@ -88,3 +89,47 @@ class KeyedSlots(Generic[T]):
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+class FrameQueue(Generic[T]):
+    """A first-in first-out handoff holding at most ``size`` items: for a source whose own thread
+    receives frames (a network client's callback) and whose reader takes each in order. When the
+    reader falls ``size`` items behind, the oldest is discarded and counted (``overwritten``):
+    memory stays bounded, and the reader still never sees frames out of order. Same interface as
+    :class:`NewestSlot`."""
+
+    def __init__(self, size: int) -> None:
+        self._cond = threading.Condition()
+        self._items: collections.deque[T] = collections.deque()
+        self._size = int(size)
+        self._closed = False
+        self.overwritten = 0
+
+    def put(self, item: T) -> bool:
+        """Append ``item``; True when the oldest item had to go to make room."""
+        with self._cond:
+            full = len(self._items) >= self._size
+            if full:
+                self._items.popleft()
+                self.overwritten += 1
+            self._items.append(item)
+            self._cond.notify()
+        return full
+
+    def get(self, timeout: float) -> T | None:
+        """The oldest item (taking it), waiting up to ``timeout`` s; None when none came or the
+        queue is closed and empty."""
+        with self._cond:
+            if not self._items and not self._closed:
+                self._cond.wait(timeout)
+            return self._items.popleft() if self._items else None
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    @property
+    def finished(self) -> bool:
+        with self._cond:
+            return self._closed and not self._items

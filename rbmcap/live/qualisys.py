@@ -11,8 +11,10 @@ track in that frame comes as NaN.
 Frames are converted to rbmcap's conventions (metres, world Z up: QTM's default; ``up="y"`` for a
 QTM calibrated Y up turns its world with :data:`~rbmcap.io.optitrack.Y_UP_TO_Z_UP`), untracked
 bodies get ``valid`` False with a zero position and an identity rotation, and are handed to
-:meth:`QualisysSource.read` through a one-slot newest-frame handoff (a slower reader skips frames,
-counted in ``overwritten``, instead of queueing them).
+:meth:`QualisysSource.read` in order through a bounded queue (:data:`QUEUE_FRAMES`; a reader that
+far behind loses the oldest, counted in ``overwritten``): the session's own handoff decides what
+a slow consumer skips, so a frame the source had to discard is never mistaken for one lost on
+the network by much.
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ from qtm_rt.qrt import QRTConnection
 from rbmcap.errors import ConfigError, FormatError, first_line
 from rbmcap.io.optitrack import Y_UP_TO_Z_UP
 from rbmcap.live.frames import RigidBodyFrame
-from rbmcap.live.handoff import NewestSlot
+from rbmcap.live.handoff import FrameQueue
 from rbmcap.live.source import LOOPBACK, SourceLost
 
+QUEUE_FRAMES = 64
+"""Frames the source holds for its reader at most (a quarter of a second at 240 Hz)."""
 UP_AXES = ("z", "y")
 """QTM world up axes a source converts from (to rbmcap's Z up)."""
 
@@ -162,7 +166,7 @@ class QualisysSource:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._connection = None
-        self._slot: NewestSlot[RigidBodyFrame] = NewestSlot()
+        self._slot: FrameQueue[RigidBodyFrame] = FrameQueue(QUEUE_FRAMES)
         self._overwritten_before = 0
         self._lost: str | None = None
         self._closing = False
@@ -186,7 +190,7 @@ class QualisysSource:
         self._resolve()
         quiet_qtm_logging()
         self._overwritten_before += self._slot.overwritten
-        self._slot, self._lost, self._closing = NewestSlot(), None, False
+        self._slot, self._lost, self._closing = FrameQueue(QUEUE_FRAMES), None, False
         loop = asyncio.new_event_loop()
         loop.set_exception_handler(self._on_loop_error)
         self._loop = loop

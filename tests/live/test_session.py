@@ -22,7 +22,7 @@ from rbmcap.calibrate.offsets import apply_calibration
 from rbmcap.errors import ConfigError
 from rbmcap.inference import Predictor
 from rbmcap.live.frames import RigidBodyFrame
-from rbmcap.live.handoff import NewestSlot
+from rbmcap.live.handoff import FrameQueue, NewestSlot
 from rbmcap.live.replay import ReplaySource
 from rbmcap.live.session import LiveOptions, LiveSession
 from rbmcap.live.source import SourceLost
@@ -226,6 +226,14 @@ def test_a_failing_sink_still_lets_the_others_close(predictor, take):
     with pytest.raises(OSError):
         LiveSession(ReplaySource(take), predictor, [bad, good], options=TRACE).run()
     assert good.closed == 1 and bad.closed == 1
+
+
+def test_the_frame_queue_keeps_order_and_drops_only_the_oldest_beyond_its_size():
+    queue: FrameQueue[int] = FrameQueue(3)
+    assert not any(queue.put(i) for i in range(3)) and queue.put(3)
+    assert [queue.get(0.0) for _ in range(4)] == [1, 2, 3, None] and queue.overwritten == 1
+    queue.close()
+    assert queue.finished
 
 
 def test_the_newest_slot_keeps_only_the_newest_and_counts_the_rest():

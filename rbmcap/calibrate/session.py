@@ -10,7 +10,10 @@ predicted is ``p̂ = p_v + R_v t_i``, ``R̂ = R_v R_off,i``. The objective:
       + ‖β‖² / σ_β² + w_bound Σ_k max(0, |β_k| − β_max)²                  shape prior
       + Σ_i (‖t_i‖² / σ_t² + ∠(R_off,i)² / σ_R²)                           offset prior
 
-It runs in stages from the heading start of :mod:`rbmcap.calibrate.start`:
+It runs in stages from the start of :mod:`rbmcap.calibrate.start` (each frame's heading, each
+plated bone turned with its plate since a reference frame), the first two stages once from the
+reference frame in the rest pose and once with its arms lowered (:data:`REFERENCE_ARMS_DEG`),
+the rest from the better:
 
 1. **pose**: the body pose and placement from plate positions (offsets held at zero) and from
    each plate's rotation since its reference frame, ``R_v(f) R_v(ref)ᵀ`` against
@@ -39,8 +42,11 @@ from rbmcap.baseline.init import dominant_joints
 from rbmcap.baseline.objective import compose_rotmats
 from rbmcap.calibrate.start import (
     headings,
+    REFERENCE_ARMS_DEG,
     leg_plates,
+    lowered_arms,
     mean_translation,
+    propagated_pose,
     side_pairs,
     upright_rotation,
 )
@@ -224,8 +230,10 @@ class SessionFit:
         return res.reshape(self.num_frames, -1)
 
     # ----------------------------------------------------------------------------- start
-    def _start(self, betas: torch.Tensor) -> FitState:
-        """Rest pose turned to each frame's heading, placed on the plates; zero offsets."""
+    def _start(self, betas: torch.Tensor, arms_deg: float = 0.0) -> FitState:
+        """Rest pose (arms lowered by ``arms_deg``, :func:`lowered_arms`) turned to each frame's
+        heading, each plated bone then turned with its plate (:func:`propagated_pose`), placed on
+        the plates; zero offsets."""
         n, f = self.pos.shape[1], self.num_frames
         up = upright_rotation()
         eye = torch.eye(3, dtype=torch.float64)
@@ -241,8 +249,9 @@ class SessionFit:
             leg_plates(rest_pos, self.root),
             self.root,
         )
-        rotmats = eye.expand(f, 24, 3, 3).clone()
+        rotmats = lowered_arms(eye.expand(f, 24, 3, 3).clone(), arms_deg)
         rotmats[:, 0] = heads @ up
+        rotmats = propagated_pose(rotmats, self.rot, self.valid, self.dominant)
         zero = torch.zeros(f, 3, dtype=torch.float64)
         vp, _ = self.virtual(rotmats, betas, zero)
         trans = mean_translation(vp, self.pos, self.valid)
@@ -256,17 +265,28 @@ class SessionFit:
 
     # ----------------------------------------------------------------------------- stages
     def run(self, iterations: tuple[int, int, int] = (60, 150, 300), restarts: int = 1) -> FitState:
-        """The three stages (module docstring), then ``restarts`` times: the poses found again
-        from the start with the offsets held (a pose search that knows the offsets), and every
-        unknown refined; the state of lowest objective is kept and returned."""
+        """The three stages (module docstring). The first two run from each start: the current
+        state and the starts with the arms lowered by each of :data:`REFERENCE_ARMS_DEG` beyond
+        the first (the reference frame's pose decides the basin: a static with the arms down is
+        far from the rest pose); the full stage goes on from the one of lowest objective. Then
+        ``restarts`` times: the poses found again from that start with the offsets held (a pose
+        search that knows the offsets), and every unknown refined. The state of lowest objective
+        is kept and returned."""
         a, b, c = iterations
-        st = self._stage(self.state, a, betas=False, offsets=False, rotation=False, relative=True)
-        st = self._stage(st, b, betas=True, offsets=True, rotation=False, relative=True)
-        st.r_off = self.mean_rotation_offsets(st)
-        best = self._stage(st, c, betas=True, offsets=True, rotation=True)
+        best, energy, arms = None, math.inf, 0.0
+        starts = [(REFERENCE_ARMS_DEG[0], self.state)]
+        starts += [(d, self._start(self.state.betas, d)) for d in REFERENCE_ARMS_DEG[1:]]
+        for deg, start in starts:
+            st = self._stage(start, a, betas=False, offsets=False, rotation=False, relative=True)
+            st = self._stage(st, b, betas=True, offsets=True, rotation=False, relative=True)
+            st.r_off = self.mean_rotation_offsets(st)
+            e = self.energy(st)
+            if e < energy:
+                best, energy, arms = st, e, deg
+        best = self._stage(best, c, betas=True, offsets=True, rotation=True)
         energy = self.energy(best)
         for _ in range(restarts):
-            st = self._start(best.betas)
+            st = self._start(best.betas, arms)
             st.r_off, st.t_off = best.r_off.clone(), best.t_off.clone()
             st = self._stage(st, b, betas=False, offsets=False, rotation=True)
             st = self._stage(st, c, betas=True, offsets=True, rotation=True)

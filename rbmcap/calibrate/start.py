@@ -10,6 +10,11 @@ the rest pose and the translation puts the virtual plates' mean on the observed 
 
 The same directions check the names: a left plate found on the subject's right side, with the
 heading taken from every *other* pair, is a left/right swap.
+
+The body then follows the plates' rotations (:func:`propagated_pose`): each plate's turn since a
+reference frame, ``R(f) R(ref)ᵀ``, is its bone's turn whatever the plate's offset, so every
+plated bone takes in each frame its reference pose turned by its plate. From this start the fit
+only has to find one constant turn per bone (the reference pose's error), not every frame's pose.
 """
 
 from __future__ import annotations
@@ -20,9 +25,16 @@ import roma
 import torch
 
 from rbmcap.errors import DataError
+from rbmcap.geometry.kinematics import local_to_global
+from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
+
+_SHOULDERS = (SMPL_JOINT_NAMES.index("left_shoulder"), SMPL_JOINT_NAMES.index("right_shoulder"))
 
 LEG_DROP_M = 0.3
 """A plate whose rest position is this far below the root plate counts as a leg plate."""
+REFERENCE_ARMS_DEG = (0.0, 45.0)
+"""The fit's starts: the reference frame's arms this far below horizontal (the rest pose's T,
+then an A-pose between a T-pose and arms at the sides); the start of lowest objective wins."""
 UPRIGHT = (math.pi / 2, 0.0, 0.0)
 """Root rotation vector of the upright virtual rest pose: SMPL's Y-up body turned Z-up."""
 
@@ -128,3 +140,71 @@ def check_pairs(names: list[str], swaps) -> None:
             f"{wrong:.0%} of the calibration frames: left and right swapped? (fix the names, "
             f"e.g. with `rbmcap import --map`)"
         )
+
+
+def lowered_arms(rotmats: torch.Tensor, degrees: float) -> torch.Tensor:
+    """``rotmats`` (..., 24, 3, 3) with each shoulder turned about the body's forward axis (SMPL
+    +Z) so that an arm straight out to the side points ``degrees`` below horizontal."""
+    if degrees == 0:
+        return rotmats
+    out = rotmats.clone()
+    for joint, sign in zip(_SHOULDERS, (-1.0, 1.0)):  # left arm along +X, right along -X
+        vec = torch.tensor([0.0, 0.0, sign * math.radians(degrees)], dtype=rotmats.dtype)
+        out[..., joint, :, :] = roma.rotvec_to_rotmat(vec) @ out[..., joint, :, :]
+    return out
+
+
+def propagated_pose(
+    rotmats: torch.Tensor,
+    rot: torch.Tensor,
+    valid: torch.Tensor,
+    bones,
+    parents=SMPL_PARENTS,
+) -> torch.Tensor:
+    """Local rotations (F, J, 3, 3) where each plated bone turns with its plate.
+
+    Args:
+        rotmats: (F, J, 3, 3) the start's local rotations (their pose in the reference frame is
+            taken as right).
+        rot: (F, N, 3, 3) observed plate rotations; valid: (F, N) bool.
+        bones: (N,) the joint (bone) carrying each plate.
+        parents: the skeleton.
+
+    The reference frame is the first that sees the most plates (a plate unseen there is referred
+    to its first frame seen). A plated bone's global rotation in frame f is
+    ``R(f) R(ref)ᵀ G(ref)`` where its plate is seen; where it is not, the bone keeps the start's
+    rotation relative to its parent. The unplated joints between a plated bone and its nearest
+    plated ancestor (or the root) share the turn between them equally; other unplated joints
+    keep the start's local rotations.
+    """
+    glob = local_to_global(rotmats, parents)
+    target = glob.clone()
+    seen = torch.zeros(glob.shape[:2], dtype=torch.bool)
+    bones = [int(b) for b in bones]
+    common = int(valid.sum(1).argmax())
+    for i, b in enumerate(bones):
+        ref = common if bool(valid[common, i]) else int(valid[:, i].to(torch.int8).argmax())
+        turn = rot[:, i] @ rot[ref, i].transpose(-1, -2)
+        target[valid[:, i], b] = turn[valid[:, i]] @ glob[ref, b]
+        seen[:, b] |= valid[:, i]
+    plated = set(bones)
+    local = rotmats.clone()
+    if 0 in plated:
+        local[seen[:, 0], 0] = target[seen[:, 0], 0]
+    claimed: set[int] = set()
+    for b in sorted(plated - {0}):
+        chain, a = [], parents[b]
+        while a > 0 and a not in plated:
+            chain.append(a)
+            a = parents[a]
+        chain = [j for j in reversed(chain) if j not in claimed]  # top-down, not yet set
+        both = seen[:, b] & (seen[:, a] if a in plated else True)
+        if chain and parents[chain[0]] == a:
+            turn = roma.rotmat_to_rotvec(target[:, a].transpose(-1, -2) @ target[:, b])
+            share = roma.rotvec_to_rotmat(turn / (len(chain) + 1))
+            for j in chain:
+                local[both, j] = share[both]
+            claimed.update(chain)
+        above = local_to_global(local, parents)[:, parents[b]]
+        local[seen[:, b], b] = (above.transpose(-1, -2) @ target[:, b])[seen[:, b]]
+    return local

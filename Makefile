@@ -21,8 +21,13 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/rbmcap demo --out outputs/demo
 
+# The default suite runs in PYTEST_WORKERS processes (pytest-xdist), a test file to each in turn,
+# so that a module's fixtures are built once; PYTEST_WORKERS=1 runs it in this one process.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter-out 0 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
+
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_PARALLEL)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check rbmcap tests train.py data_prep

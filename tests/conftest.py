@@ -1,13 +1,21 @@
-"""Shared test set-up: no network, a private cache, the stand-in body once per session, and
-hypothesis profiles (``ci``: derandomised, chosen when ``CI`` is set; ``dev``: the default)."""
+"""Shared test set-up: no network, a private cache, the stand-in body once per session,
+hypothesis profiles (``ci``: derandomised, chosen when ``CI`` is set; ``dev``: the default), and
+under pytest-xdist, tests marked ``exclusive`` run with no other test alongside."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import tempfile
 
 os.environ["WANDB_MODE"] = "disabled"
-os.environ.setdefault("RBMCAP_CACHE", tempfile.mkdtemp(prefix="rbmcap-test-cache-"))
+# A private cache for the run, made by the first process (pytest-xdist's workers inherit it, so
+# the stand-in body is built once, written atomically) and removed by it when the run ends.
+_OWN_CACHE = "RBMCAP_CACHE" not in os.environ
+"""This process made the run's cache."""
+if _OWN_CACHE:
+    os.environ["RBMCAP_CACHE"] = tempfile.mkdtemp(prefix="rbmcap-test-cache-")
 # One intra-op thread for the whole run and for every process a test starts: the tests' batches
 # are small, where torch's thread pool costs more than it gives, and on a machine whose cores are
 # busy with other work its threads spin waiting for each other (a suite run then takes 10-20
@@ -106,6 +114,62 @@ def checkpoint(standin, tiny_dataset, tmp_path_factory):
     trainer.fit(model, datamodule=RBMDataModule(tiny_dataset, window=30, batch_size=4))
     trainer.save_checkpoint(path)
     return path
+
+
+_LOCKS = pytest.StashKey[str]()
+
+
+def pytest_configure(config):
+    """In the first process, a folder for the ``exclusive`` locks, which xdist's workers (started
+    after this, with its environment) share; removed when the run ends."""
+    if not hasattr(config, "workerinput") and "RBMCAP_TEST_LOCKS" not in os.environ:
+        locks = tempfile.mkdtemp(prefix="rbmcap-test-locks-")
+        config.stash[_LOCKS] = os.environ["RBMCAP_TEST_LOCKS"] = locks
+
+
+def pytest_unconfigure(config):
+    """The first process removes the lock folder and the cache it made."""
+    locks = config.stash.get(_LOCKS, None)
+    if locks:
+        shutil.rmtree(locks, ignore_errors=True)
+        del os.environ["RBMCAP_TEST_LOCKS"]
+    if _OWN_CACHE:
+        shutil.rmtree(os.environ["RBMCAP_CACHE"], ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Run the test (set-up, call and tear-down, with the wider fixtures they build or end) in
+    its turn: alone if it is marked ``exclusive``, else beside other unmarked tests."""
+    with _turn(item):
+        return (yield)
+
+
+@contextlib.contextmanager
+def _turn(item):
+    """Under pytest-xdist, a readers-writer lock over the workers: an unmarked test holds a
+    shared lock on ``run`` while it runs; an ``exclusive`` one (it streams in real time or
+    counts what arrives in time, which a second busy worker on a 2-core machine breaks) closes
+    ``gate`` to tests not yet started, then waits for the running ones to end and holds ``run``
+    alone. Outside xdist (or without ``fcntl``) tests run in turn anyway."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock
+        fcntl = None
+    locks = os.environ.get("RBMCAP_TEST_LOCKS")
+    if not hasattr(item.config, "workerinput") or fcntl is None or not locks:
+        yield
+        return
+    exclusive = item.get_closest_marker("exclusive") is not None
+    with (
+        open(os.path.join(locks, "gate"), "a") as gate,
+        open(os.path.join(locks, "run"), "a") as run,
+    ):
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(run, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not exclusive:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield  # closing the files releases the locks
 
 
 def pytest_sessionfinish(session, exitstatus):

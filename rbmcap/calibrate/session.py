@@ -41,8 +41,8 @@ import torch
 from rbmcap.baseline.init import dominant_joints
 from rbmcap.baseline.objective import compose_rotmats
 from rbmcap.calibrate.start import (
-    headings,
     REFERENCE_ARMS_DEG,
+    headings,
     leg_plates,
     lowered_arms,
     mean_translation,

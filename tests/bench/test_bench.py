@@ -88,6 +88,7 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
 }
 
 
+@pytest.mark.exclusive  # streams at 240 Hz and counts the frames posed and lost
 def test_bench_live_streams_from_a_natnet_server_and_poses_its_frames(capsys):
     capsys.readouterr()
     assert main(["bench", "live", "--quick", "--json"]) == 0

@@ -22,6 +22,7 @@ def arrays():
     return build_standin()
 
 
+@pytest.mark.exclusive  # times the build
 def test_build_is_fast_and_deterministic(arrays):
     start = time.perf_counter()
     again = build_standin()

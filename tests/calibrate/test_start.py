@@ -37,7 +37,7 @@ def _scene(seed: int = 0):
 
 
 def test_plated_bones_follow_their_plates_from_the_reference_frame():
-    local, glob, rot, valid, start = _scene()
+    _, glob, rot, valid, start = _scene()
     out = local_to_global(propagated_pose(start, rot, valid, BONES))
     for i, b in enumerate(BONES):
         seen = valid[:, i]

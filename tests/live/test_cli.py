@@ -23,6 +23,7 @@ def take_file(tmp_path_factory):
     return synthetic_take(240, fps=240.0).save(path)
 
 
+@pytest.mark.exclusive  # replays in real time and counts the frames posed
 def test_a_replay_goes_live_to_a_recording_and_a_json_summary(take_file, tmp_path, capsys):
     out = tmp_path / "rec.npz"
     argv = ["live", f"replay:{take_file}", *TRACE, "--rate", "120", "--record", str(out)]

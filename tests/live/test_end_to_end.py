@@ -49,6 +49,10 @@ from rbmcap.live.sinks.vmc import UNITY_BONES, VMCSink
 from rbmcap.live.subject import Subject
 from rbmcap.motion.smpl_motion import SMPLMotion
 
+# Each test streams in real time through sockets and counts what was posed in time: under
+# pytest-xdist it runs with no other test alongside (tests/conftest.py).
+pytestmark = pytest.mark.exclusive
+
 RATE = 240.0
 """The capture rate every source streams at, Hz (four phases of the 60 Hz model)."""
 PHASES = 4

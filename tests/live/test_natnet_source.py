@@ -214,6 +214,7 @@ def test_unresolvable_server_is_a_config_error():
 # -- the server as the benchmark uses it --------------------------------------------------------
 
 
+@pytest.mark.exclusive  # times the server's rate
 def test_server_streams_at_its_rate_and_drops_chosen_frames(server, source):
     source.open()
     first = read_frames(source, 1)[0].frame

@@ -167,6 +167,7 @@ def test_requested_frequency_is_asked_for_and_stated_as_fps(server):
     assert np.diff([f.frame for f in frames]).min() >= 4
 
 
+@pytest.mark.exclusive  # counts the frames the server sends while the reader sleeps
 def test_a_slow_reader_gets_every_frame_in_order_and_only_a_bounded_backlog(server, opened):
     first = read_frames(opened, 1)[0].frame
     time.sleep((QUEUE_FRAMES + 40) / RATE)  # the reader away for more than the queue holds

@@ -28,6 +28,10 @@ from rbmcap.live.session import LiveOptions, LiveSession
 from rbmcap.live.source import SourceLost
 from rbmcap.live.subject import Subject, phase_count, strip_prefix
 
+# Sessions replay at a rate and count what was posed, dropped or stopped in time: under
+# pytest-xdist each test runs with no other test alongside (tests/conftest.py).
+pytestmark = pytest.mark.exclusive
+
 TRACE = LiveOptions(backend="trace")
 SLOW = 80.0
 """Replay rate (frames/s) of the 240 Hz take here: slower than real time, so that a busy test

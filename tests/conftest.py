@@ -14,8 +14,9 @@ os.environ["WANDB_MODE"] = "disabled"
 # the stand-in body is built once, written atomically) and removed by it when the run ends.
 _OWN_CACHE = "RBMCAP_CACHE" not in os.environ
 """This process made the run's cache."""
-if _OWN_CACHE:
-    os.environ["RBMCAP_CACHE"] = tempfile.mkdtemp(prefix="rbmcap-test-cache-")
+os.environ["RBMCAP_CACHE"] = os.environ.get("RBMCAP_CACHE") or tempfile.mkdtemp(
+    prefix="rbmcap-test-cache-"
+)
 # One intra-op thread for the whole run and for every process a test starts: the tests' batches
 # are small, where torch's thread pool costs more than it gives, and on a machine whose cores are
 # busy with other work its threads spin waiting for each other (a suite run then takes 10-20

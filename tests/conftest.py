@@ -12,8 +12,7 @@ import tempfile
 os.environ["WANDB_MODE"] = "disabled"
 # A private cache for the run, made by the first process (pytest-xdist's workers inherit it, so
 # the stand-in body is built once, written atomically) and removed by it when the run ends.
-_OWN_CACHE = "RBMCAP_CACHE" not in os.environ
-"""This process made the run's cache."""
+_OWN_CACHE = "RBMCAP_CACHE" not in os.environ  # this process makes the run's cache
 os.environ["RBMCAP_CACHE"] = os.environ.get("RBMCAP_CACHE") or tempfile.mkdtemp(
     prefix="rbmcap-test-cache-"
 )

@@ -10,12 +10,6 @@ import shutil
 import tempfile
 
 os.environ["WANDB_MODE"] = "disabled"
-# A private cache for the run, made by the first process (pytest-xdist's workers inherit it, so
-# the stand-in body is built once, written atomically) and removed by it when the run ends.
-_OWN_CACHE = "RBMCAP_CACHE" not in os.environ  # this process makes the run's cache
-os.environ["RBMCAP_CACHE"] = os.environ.get("RBMCAP_CACHE") or tempfile.mkdtemp(
-    prefix="rbmcap-test-cache-"
-)
 # One intra-op thread for the whole run and for every process a test starts: the tests' batches
 # are small, where torch's thread pool costs more than it gives, and on a machine whose cores are
 # busy with other work its threads spin waiting for each other (a suite run then takes 10-20
@@ -28,6 +22,12 @@ import torch
 from hypothesis import HealthCheck, settings
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+# A private cache for the run, made by the first process (pytest-xdist's workers inherit it, so
+# the stand-in body is built once, written atomically) and removed by it when the run ends.
+_OWN_CACHE = "RBMCAP_CACHE" not in os.environ
+if _OWN_CACHE:
+    os.environ["RBMCAP_CACHE"] = tempfile.mkdtemp(prefix="rbmcap-test-cache-")
 
 # CI runs must not depend on luck: the same examples every run (hypothesis derives them from the
 # test itself), no example database. Locally, random exploration keeps finding new cases.

@@ -153,13 +153,20 @@ def ideal_mpjpe(session, predictor) -> float:
     return _plates_mpjpe(session, predictor, session.ideal)
 
 
+_CALIBRATED: dict[tuple[str, str], float] = {}
+"""The whole path's MPJPE per (layout, variant), once per process: two tests share one."""
+
+
 def _calibrated_mpjpe(s, predictor, layout: str, variant: str, folder) -> float:
     """Write the session as ``layout``, import, calibrate with the subject's shape, infer: the
     MPJPE (mm) of the whole path."""
-    f, options = _write(layout, variant, s, folder)
-    capture = import_capture(f, options)
-    calib = calibrate(capture, s.synth, betas=s.betas)
-    return _mpjpe_mm(s.body, predictor.predict_capture(capture, calib), s)
+    if (layout, variant) not in _CALIBRATED:
+        f, options = _write(layout, variant, s, folder)
+        capture = import_capture(f, options)
+        calib = calibrate(capture, s.synth, betas=s.betas)
+        mpjpe = _mpjpe_mm(s.body, predictor.predict_capture(capture, calib), s)
+        _CALIBRATED[(layout, variant)] = mpjpe
+    return _CALIBRATED[(layout, variant)]
 
 
 ONE_PER_FORMAT = [

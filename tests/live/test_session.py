@@ -213,12 +213,30 @@ def test_a_packet_overtaken_by_a_newer_one_is_late_not_lost_and_not_posed(predic
 
 
 def test_stop_from_another_thread_ends_the_run_and_closes_the_sinks(predictor, take):
-    sink = KeepingSink()
+    """Another thread stops the session once poses flow (not on a timer: start-up on a busy
+    machine can take longer than any fixed delay)."""
+
+    class Signalling(KeepingSink):
+        def __init__(self) -> None:
+            super().__init__()
+            self.posing = threading.Event()
+
+        def send(self, pose) -> None:
+            super().send(pose)
+            self.posing.set()
+
+    sink = Signalling()
     session = LiveSession(ReplaySource(take, loop=True), predictor, [sink], options=TRACE)
-    timer = threading.Timer(1.0, session.stop)
-    timer.start()
+
+    def stop_when_posing() -> None:
+        sink.posing.wait(60.0)
+        session.stop()
+
+    stopper = threading.Thread(target=stop_when_posing, daemon=True)
+    stopper.start()
     session.run()
-    assert sink.closed == 1 and len(sink.poses) > 0
+    stopper.join(5.0)
+    assert sink.closed == 1 and len(sink.poses) > 0 and not stopper.is_alive()
 
 
 def test_a_failing_sink_still_lets_the_others_close(predictor, take):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import ipaddress
 import select
 import socket
+import struct
 import sys
 import time
 
@@ -60,6 +61,10 @@ MALFORMED_LIMIT = 10
 RECV_BYTES = 1 << 16
 RECV_BUFFER = 1 << 20
 
+SO_TIMESTAMPNS = 35
+"""Linux's socket option (not in Python's ``socket``) that attaches the kernel's receive time to
+each datagram, so a frame's latency starts when its packet arrived, not when it was read."""
+
 
 def convert_bodies(
     frame: nn.FrameOfData, up: str = "y", scale: float = 1.0
@@ -77,18 +82,18 @@ def convert_bodies(
         identities).
     """
     quat = frame.quat.astype(np.float32)
-    norm = np.linalg.norm(quat, axis=1)
-    valid = frame.tracked & (norm > 1e-6) & np.isfinite(norm) & np.isfinite(frame.pos).all(1)
-    quat = np.where(valid[:, None], quat / np.where(valid, norm, 1.0)[:, None], [0, 0, 0, 1])
-    rot = unitquat_to_rotmat(quat.astype(np.float32))
-    pos = np.where(valid[:, None], frame.pos, 0.0).astype(np.float32) * np.float32(scale)
-    if up == "y":
-        pos, rot = pos @ _Y_UP.T, _Y_UP @ rot
+    norm2 = np.einsum("ij,ij->i", quat, quat)
+    valid = frame.tracked & (norm2 > 1e-12) & np.isfinite(norm2) & np.isfinite(frame.pos).all(1)
+    axes = _Y_UP if up == "y" else _Z_UP
+    if valid.all():
+        quat = quat / np.sqrt(norm2)[:, None]
+        pos = frame.pos.astype(np.float32) @ (np.float32(scale) * axes.T)
+    else:
+        quat = np.where(valid[:, None], quat / np.sqrt(np.where(valid, norm2, 1.0))[:, None], 0)
+        pos = np.where(valid[:, None], frame.pos, 0).astype(np.float32) @ (scale * axes.T)
+    rot = _rotmat(quat, _QUAT_PRODUCTS_Y_UP if up == "y" else _QUAT_PRODUCTS)
     rot[~valid] = np.eye(3, dtype=np.float32)
-    return pos, rot, valid
-
-
-_Y_UP = Y_UP_TO_Z_UP.astype(np.float32)
+    return pos.astype(np.float32), rot, valid
 
 
 def unitquat_to_rotmat(quat: np.ndarray) -> np.ndarray:
@@ -96,23 +101,45 @@ def unitquat_to_rotmat(quat: np.ndarray) -> np.ndarray:
 
     roma's ``unitquat_to_rotmat`` computes the same products; on the receiving path of a live
     frame its dozen torch calls on a few quaternions cost several times the frame's decoding,
-    which this one numpy expression does not (``tests/live/test_natnet_source.py`` checks the
+    which one product matrix here does not (``tests/live/test_natnet_source.py`` checks the
     two agree)."""
-    x, y, z, w = quat[:, 0], quat[:, 1], quat[:, 2], quat[:, 3]
-    xx, yy, zz, xy, xz, yz = x * x, y * y, z * z, x * y, x * z, y * z
-    wx, wy, wz = w * x, w * y, w * z
-    flat = (
-        1 - 2 * (yy + zz),
-        2 * (xy - wz),
-        2 * (xz + wy),
-        2 * (xy + wz),
-        1 - 2 * (xx + zz),
-        2 * (yz - wx),
-        2 * (xz - wy),
-        2 * (yz + wx),
-        1 - 2 * (xx + yy),
-    )
-    return np.stack(flat, axis=-1).reshape(-1, 3, 3)
+    return _rotmat(np.asarray(quat), _QUAT_PRODUCTS)
+
+
+def _quat_products() -> np.ndarray:
+    """(16, 9): a rotation matrix's entries (row-major) as sums of a unit quaternion's pairwise
+    products q_i q_j (row 4 i + j), x, y, z, w order."""
+    x, y, z, w = range(4)
+    terms = {
+        (0, 0): [(1, x, x), (-1, y, y), (-1, z, z), (1, w, w)],
+        (0, 1): [(2, x, y), (-2, w, z)],
+        (0, 2): [(2, x, z), (2, w, y)],
+        (1, 0): [(2, x, y), (2, w, z)],
+        (1, 1): [(-1, x, x), (1, y, y), (-1, z, z), (1, w, w)],
+        (1, 2): [(2, y, z), (-2, w, x)],
+        (2, 0): [(2, x, z), (-2, w, y)],
+        (2, 1): [(2, y, z), (2, w, x)],
+        (2, 2): [(-1, x, x), (-1, y, y), (1, z, z), (1, w, w)],
+    }
+    m = np.zeros((16, 9), np.float32)
+    for (r, c), products in terms.items():
+        for k, i, j in products:
+            m[4 * i + j, 3 * r + c] += k
+    return m
+
+
+def _rotmat(quat: np.ndarray, products: np.ndarray) -> np.ndarray:
+    outer = (quat[:, :, None] * quat[:, None, :]).reshape(len(quat), 16)
+    return (outer @ products).reshape(-1, 3, 3)
+
+
+_Y_UP = Y_UP_TO_Z_UP.astype(np.float32)
+_Z_UP = np.eye(3, dtype=np.float32)
+_QUAT_PRODUCTS = _quat_products()
+_QUAT_PRODUCTS_Y_UP = np.einsum("ar,krc->kac", _Y_UP, _QUAT_PRODUCTS.reshape(16, 3, 3)).reshape(
+    16, 9
+)
+"""The products turned Y up to Z up: entry (a, c) of ``Y_UP @ R``."""
 
 
 class NatNetSource:
@@ -176,6 +203,7 @@ class NatNetSource:
         self._reset()
 
     def _reset(self) -> None:
+        self._stamped = False
         self._version: nn.Version | None = None
         self._names_key: bytes | None = None
         self._names: tuple[str, ...] = ()
@@ -249,6 +277,7 @@ class NatNetSource:
             for sock in (command, data):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECV_BUFFER)
                 sock.setblocking(False)
+            self._stamped = _stamp_arrivals(command) and _stamp_arrivals(data)
         except OSError as exc:
             for sock in (command, data):
                 if sock is not None:
@@ -322,8 +351,7 @@ class NatNetSource:
             ready, _, _ = select.select(sockets, [], [], timeout)
             if not ready:
                 return None
-            packet = ready[0].recv(RECV_BYTES)
-            received = time.perf_counter()
+            packet, received = _receive(ready[0], self._stamped)
         except BlockingIOError:
             return None
         except OSError as exc:
@@ -393,6 +421,31 @@ class NatNetSource:
             step = frame.timestamp - previous[1]
             if step > 0:
                 self.fps = round(1.0 / step, 3)
+
+
+def _stamp_arrivals(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp each datagram's arrival on ``sock`` (Linux); False elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
+
+
+def _receive(sock: socket.socket, stamped: bool) -> tuple[bytes, float]:
+    """One datagram and when it arrived (``time.perf_counter`` seconds): the kernel's stamp
+    where ``stamped`` and present, else now."""
+    if not stamped:
+        return sock.recv(RECV_BYTES), time.perf_counter()
+    packet, ancillary, _, _ = sock.recvmsg(RECV_BYTES, 64)
+    now, wall = time.perf_counter(), time.time()
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+            seconds, nanoseconds = struct.unpack_from("=qq", data)
+            return packet, now - max(wall - (seconds + 1e-9 * nanoseconds), 0.0)
+    return packet, now
 
 
 def _ipv4(text: str, what: str) -> str:

@@ -2,8 +2,9 @@
 
 The capture is any file ``rbmcap import`` reads (a capture ``.npz``, a Vicon or Motive CSV, a
 C3D with plate definitions given), already in rbmcap's conventions. Frames come out on a clock
-at the capture's own rate or a given one (``rate``), each stamped with the moment it was handed
-out as its arrival (``received``). After the first frame (from which the session learns the
+at the capture's own rate or a given one (``rate``), each stamped with the moment it was due as
+its arrival (``received``): a frame read late carries the wait in its latency, as a packet
+waiting in a socket does. After the first frame (from which the session learns the
 names) the replay waits for the session to be ready to pose (:meth:`ReplaySource.ready`), so no
 frame is lost to set-up. ``loop`` starts again from the first frame (frame numbers keep
 counting up, so a loop is not read as a restart). Demos, tests and offline checks of the live
@@ -64,11 +65,15 @@ class ReplaySource:
 
     def read(self, timeout: float) -> RigidBodyFrame | None:
         """The next frame once its time has come (None if that is more than ``timeout`` s
-        away); EOFError after the last frame unless looping."""
+        away); EOFError after the last frame unless looping. With ``rate=inf`` a frame comes on
+        every read that may wait (``timeout > 0``) and none has come before it is asked for, so
+        a reader that only takes frames already there (``timeout=0``) overtakes none."""
         cap, i = self.capture, self._next
         t = cap.num_frames
         if i >= t and not self.loop:
             raise EOFError
+        if timeout <= 0 and not math.isfinite(self.rate):
+            return None
         if i == 1 and not self._ready.wait(timeout):
             return None
         now = time.perf_counter()
@@ -85,7 +90,7 @@ class ReplaySource:
         return RigidBodyFrame(
             frame=number,
             timestamp=i / self.fps,
-            received=time.perf_counter(),
+            received=due,
             names=self._names,
             pos=cap.pos[k],
             rot=cap.rot[k],

@@ -1,22 +1,24 @@
 """A live session: a source's frames posed subject by subject and handed to sinks.
 
-Two threads and a slot between them:
+One thread receives and poses: the one that called :meth:`LiveSession.run` (the main thread from
+the command line, so Ctrl-C and SIGTERM land there). Each turn of its loop
 
-- the **receiving thread** reads the source (:mod:`rbmcap.live.source`), counts frames, gaps in
-  frame numbers (``lost``) and numbers going back (``restarts``), and offers each frame to a
-  :class:`~rbmcap.live.handoff.NewestSlot` (a packet overtaken by a newer one is counted
-  ``late`` and not posed); when the source's connection breaks it closes it and
-  opens it again after 0.1 s, doubling up to 2 s (``reconnects``);
-- the **consumer**, on the thread that called :meth:`LiveSession.run` (the main thread from the
-  command line, so Ctrl-C and SIGTERM land there), takes the newest frame (frames it was too slow
-  for were overwritten: ``dropped``), poses every subject (:mod:`rbmcap.live.subject`) and hands
-  each pose to the inline sinks at once and to each threaded sink's own newest-only slots.
+- waits for the source's next frame (:mod:`rbmcap.live.source`), then reads every frame that
+  arrived meanwhile without waiting and keeps the newest: frames a slow turn (a slow sink, a
+  late step) was overtaken by are counted ``dropped`` and never queue. Frame numbers are counted
+  as they arrive: gaps are ``lost``, a packet filling a recent gap is ``late`` (not posed out of
+  order), any other step back is a restart. When the source's connection breaks it is closed and
+  opened again after 0.1 s, the wait doubling up to 2 s (``reconnects``);
+- poses every subject (:mod:`rbmcap.live.subject`) and hands each pose to the inline sinks at
+  once and to each threaded sink's own newest-only slots.
 
-Latency is measured per frame from the packet's arrival (``RigidBodyFrame.received``) to the
-return of the last inline sink. :meth:`run` returns when the duration or frame count is reached,
-the source ends (a replay), ``stop()`` is called, or an interrupt or error arrives; in every case
-the source is closed and every sink's ``close`` runs (a recording is written) before it returns
-or re-raises.
+No second thread handles frames: a handoff between threads costs the interpreter lock on every
+frame, which is most of a 240 Hz frame's latency budget (docs/live.md#latency). Latency is
+measured per frame from the packet's arrival (``RigidBodyFrame.received``, the kernel's receive
+time where the source has it) to the return of the last inline sink. :meth:`run` returns when the
+duration or frame count is reached, the source ends (a replay), ``stop()`` is called, or an
+interrupt or error arrives; in every case the source is closed and every sink's ``close`` runs (a
+recording is written) before it returns or re-raises.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import numpy as np
 
 from rbmcap.errors import DataError, first_line
 from rbmcap.live.frames import LivePose, LiveStats, RigidBodyFrame
-from rbmcap.live.handoff import KeyedSlots, NewestSlot
+from rbmcap.live.handoff import KeyedSlots
 from rbmcap.live.sinks.base import Sink, SubjectInfo
 from rbmcap.live.source import Source, SourceLost
 from rbmcap.live.subject import Subject, SubjectStream, phase_count
@@ -86,43 +88,55 @@ class LiveSession:
         self.before_posing = before_posing
         self.stats = LiveStats()
         self.streams: list[SubjectStream] = []
-        self._slot: NewestSlot[RigidBodyFrame] = NewestSlot()
         self._stop = threading.Event()
         self._error: BaseException | None = None
+        self._open, self._ended, self._backoff = False, False, BACKOFF_S[0]
         self._latest: int | None = None
         self._gaps: set[int] = set()
         self._threads: list[_SinkThread] = []
         self._opened: list[Sink] = []
         self.phases = 1
-        self._skipped = 0
 
     # ----------------------------------------------------------------------- receiving
-    def _receive(self) -> None:
-        source, backoff, is_open = self.source, BACKOFF_S[0], False
-        while not self._stop.is_set():
+    def _read(self, timeout: float) -> RigidBodyFrame | None:
+        """The source's next frame that is not late, waiting up to ``timeout`` s for the first
+        packet (later ones only if already there); None when none came, while the source is
+        being reopened, or once it ended (``_ended``)."""
+        source = self.source
+        while not self._ended:
             try:
-                if not is_open:
+                if not self._open:
                     source.open()
-                    is_open, backoff = True, BACKOFF_S[0]
-                frame = source.read(0.1)
+                    self._open, self._backoff = True, BACKOFF_S[0]
+                frame = source.read(timeout)
             except SourceLost as exc:
                 why = first_line(exc)
                 why = why if why.startswith(source.name) else f"{source.name}: {why}"
-                log.warning("%s; reconnecting in %.1f s", why, backoff)
+                log.warning("%s; reconnecting in %.1f s", why, self._backoff)
                 source.close()
-                self.stats.reconnects += is_open
-                is_open, self._latest = False, None  # a reopened source numbers afresh
-                self._stop.wait(backoff)
-                backoff = min(2 * backoff, BACKOFF_S[1])
-                continue
+                self.stats.reconnects += self._open
+                self._open, self._latest = False, None  # a reopened source numbers afresh
+                self._stop.wait(self._backoff)
+                self._backoff = min(2 * self._backoff, BACKOFF_S[1])
+                return None
             except EOFError:
+                self._ended = True
+                return None
+            if frame is None or self._count(frame):
+                return frame
+            timeout = 0.0  # a late packet: whatever is already there next
+        return None
+
+    def _newest(self, timeout: float) -> tuple[RigidBodyFrame | None, int]:
+        """The newest frame within ``timeout`` s (see :meth:`_read`) and how many frames that
+        had also arrived it overtook."""
+        frame, overtaken = self._read(timeout), 0
+        while frame is not None:
+            newer = self._read(0.0)
+            if newer is None:
                 break
-            except BaseException as exc:  # handed to the consumer, which re-raises it
-                self._error = exc
-                break
-            if frame is not None and self._count(frame):
-                self._slot.put(frame)
-        self._slot.close()
+            frame, overtaken = newer, overtaken + 1
+        return frame, overtaken
 
     def _count(self, frame: RigidBodyFrame) -> bool:
         """Count ``frame``; False when it is late: a number missing from a recent gap (it was
@@ -150,8 +164,6 @@ class LiveSession:
     # ----------------------------------------------------------------------- consuming
     def run(self) -> LiveStats:
         """Run until done (see the module docstring); returns the session's counters."""
-        receiver = threading.Thread(target=self._receive, name="rbmcap-live-receive", daemon=True)
-        receiver.start()
         try:
             first = self._first_frame()
             if first is not None:
@@ -160,7 +172,6 @@ class LiveSession:
         finally:
             gc.unfreeze()
             self._stop.set()
-            receiver.join(timeout=5.0)
             self.source.close()
             self._close_sinks()
         if self._error is not None:
@@ -175,10 +186,10 @@ class LiveSession:
         wait = self.options.wait_s
         deadline = None if wait is None else time.perf_counter() + wait
         while not self._stop.is_set():
-            frame = self._slot.get(0.1)
+            frame = self._read(0.1)
             if frame is not None and (self.options.fps or self.source.fps):
                 return frame
-            if self._slot.finished:
+            if self._ended:
                 return None
             if deadline is not None and time.perf_counter() > deadline:
                 raise DataError(f"{self.source.name}: no frames within {wait:g} s")
@@ -189,8 +200,8 @@ class LiveSession:
         when it ends or the session stops), taken on the consumer thread without posing."""
         frames: list[RigidBodyFrame] = []
         end = time.perf_counter() + seconds
-        while time.perf_counter() < end and not self._stop.is_set() and not self._slot.finished:
-            frame = self._slot.get(0.1)
+        while time.perf_counter() < end and not self._stop.is_set() and not self._ended:
+            frame = self._read(min(0.1, max(end - time.perf_counter(), 0.0)))
             if frame is not None:
                 frames.append(frame)
         return frames
@@ -214,8 +225,12 @@ class LiveSession:
         self.phases = phases
         gc.collect()
         gc.freeze()  # what set-up made is never collected again: no long pause while posing
-        self._slot.get(0.0)  # posing starts from the next frame, not one that waited
-        self._skipped = self._slot.overwritten  # before posing started: not the consumer's
+        while self._read(0.0) is not None:  # posing starts from the next frame, not one that
+            pass  # waited through set-up (not counted as dropped)
+        # what the socket could not hold while set-up (or a live calibration's fit) ran is not
+        # a loss in the stream: numbering starts afresh from the next frame
+        self._latest = None
+        self._gaps.clear()
         self.source.ready()
 
     def _info(self, stream: SubjectStream, fps: float) -> SubjectInfo:
@@ -238,8 +253,9 @@ class LiveSession:
         opts, stats = self.options, self.stats
         inline = [s for s in self.sinks if s.inline]
         end = None if opts.duration is None else time.perf_counter() + opts.duration
-        frame = self._slot.get(0.1)
-        while frame is not None or not self._slot.finished:
+        while not self._ended:
+            frame, overtaken = self._newest(0.1)
+            stats.dropped += overtaken
             if frame is not None:
                 stats.behind = max(stats.behind, (self._latest or frame.frame) - frame.frame)
                 self._pose(frame, inline)
@@ -247,7 +263,6 @@ class LiveSession:
                     return
             if self._stop.is_set() or (end is not None and time.perf_counter() > end):
                 return
-            frame = self._slot.get(0.1)
 
     def _pose(self, frame: RigidBodyFrame, inline: list[Sink]) -> None:
         poses: list[LivePose] = [stream.pose(frame) for stream in self.streams]
@@ -270,7 +285,6 @@ class LiveSession:
                 sink.close()
             except Exception as exc:  # every sink closes; the first failure is raised after
                 failures.append(exc)
-        self.stats.dropped = self._slot.overwritten - self._skipped
         if failures and self._error is None:
             self._error = failures[0]
 

@@ -4,6 +4,7 @@ rbmcap/live/natnet_server.py)."""
 from __future__ import annotations
 
 import socket
+import sys
 import time
 
 import numpy as np
@@ -169,6 +170,23 @@ def test_a_restarted_server_is_picked_up_again(server, source):
             except SourceLost:
                 time.sleep(0.1)
     assert frame.received > restarted and frame.names == NAMES
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel stamps: Linux")
+def test_a_frame_is_stamped_when_its_packet_arrived_not_when_it_was_read(server, source):
+    """Packets left waiting in the socket keep their arrival times: the latency a session
+    reports includes the time a frame waited to be read."""
+    source.open()
+    read_frames(source, 2)
+    time.sleep(0.25)  # about 50 frames arrive unread
+    waited = []
+    while (frame := source.read(0.0)) is not None:
+        waited.append((frame.received, time.perf_counter()))
+    assert len(waited) > 20
+    received = np.array([r for r, _ in waited])
+    assert waited[0][1] - received[0] > 0.15  # the oldest waited most of the 0.25 s
+    # arrivals are spread over the wait at the server's rate, not bunched at reading
+    assert np.median(np.diff(received)) == pytest.approx(1.0 / RATE, rel=0.3)
 
 
 def test_isolated_malformed_frame_is_skipped_and_counted(server, source):

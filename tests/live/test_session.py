@@ -212,6 +212,42 @@ def test_a_packet_overtaken_by_a_newer_one_is_late_not_lost_and_not_posed(predic
     assert 3 not in _posed_frames(sink.poses) and np.all(np.diff(_posed_frames(sink.poses)) > 0)
 
 
+def test_frames_are_received_and_posed_on_the_thread_that_runs_the_session(predictor, take):
+    """No thread between the socket and the step: a handoff costs the interpreter lock."""
+
+    class Watching(ReplaySource):
+        def read(self, timeout):
+            readers.add(threading.get_ident())
+            return super().read(timeout)
+
+    class Counting(KeepingSink):
+        def send(self, pose) -> None:
+            super().send(pose)
+            senders.add(threading.get_ident())
+            alive.add(threading.active_count())
+
+    readers: set[int] = set()
+    senders: set[int] = set()
+    alive: set[int] = set()
+    before = threading.active_count()
+    sink = Counting()
+    LiveSession(Watching(take, rate=SLOW), predictor, [sink], options=TRACE).run()
+    assert len(sink.poses) > 0
+    assert readers == senders == {threading.get_ident()} and alive == {before}
+
+
+def test_frames_the_source_could_not_hold_during_set_up_are_not_counted_lost(predictor):
+    """Set-up (a compile, a live calibration's fit) reads nothing for a while; the frames a
+    socket could not hold meanwhile are not a loss of the stream: numbering starts afresh."""
+    numbers = [0, *range(500, 520)]  # the socket kept only the frames after the set-up
+    take = synthetic_take(len(numbers), fps=60.0)
+    take.frame_numbers = np.array(numbers)
+    sink = KeepingSink()
+    stats = LiveSession(ReplaySource(take, rate=60.0), predictor, [sink], options=TRACE).run()
+    assert stats.lost == 0 and stats.restarts == 0 and stats.received == len(numbers)
+    assert _posed_frames(sink.poses).tolist() == numbers[1:]
+
+
 def test_stop_from_another_thread_ends_the_run_and_closes_the_sinks(predictor, take):
     """Another thread stops the session once poses flow (not on a timer: start-up on a busy
     machine can take longer than any fixed delay)."""

@@ -5,8 +5,8 @@ The data flow (docs/live.md):
 - a **source** (:mod:`rbmcap.live.natnet` OptiTrack NatNet, :mod:`rbmcap.live.qualisys`
   Qualisys RT, :mod:`rbmcap.live.replay` a capture file) yields :class:`~rbmcap.live.frames.
   RigidBodyFrame` s (world Z up, metres, rotation matrices: the conventions of
-  :class:`~rbmcap.io.capture.Capture`) on its own receiving thread;
-- the **session** (:mod:`rbmcap.live.session`) keeps only the newest frame not yet taken
+  :class:`~rbmcap.io.capture.Capture`), read by the session's one thread;
+- the **session** (:mod:`rbmcap.live.session`) takes the newest frame that has arrived
   (a slower consumer drops frames and counts them, never queues them), maps each subject's
   plates to the marker set, applies its calibration and runs its causal stream model;
 - **sinks** (:mod:`rbmcap.live.sinks`) receive each subject's :class:`~rbmcap.live.frames.

@@ -13,7 +13,7 @@ the command line, so Ctrl-C and SIGTERM land there). Each turn of its loop
   once and to each threaded sink's own newest-only slots.
 
 No second thread handles frames: a handoff between threads costs the interpreter lock on every
-frame, which is most of a 240 Hz frame's latency budget (docs/live.md#latency). Latency is
+frame, a large part of a 240 Hz frame's latency budget (docs/live.md#latency). Latency is
 measured per frame from the packet's arrival (``RigidBodyFrame.received``, the kernel's receive
 time where the source has it) to the return of the last inline sink. :meth:`run` returns when the
 duration or frame count is reached, the source ends (a replay), ``stop()`` is called, or an
@@ -225,11 +225,13 @@ class LiveSession:
         self.phases = phases
         gc.collect()
         gc.freeze()  # what set-up made is never collected again: no long pause while posing
-        while self._read(0.0) is not None:  # posing starts from the next frame, not one that
-            pass  # waited through set-up (not counted as dropped)
-        # what the socket could not hold while set-up (or a live calibration's fit) ran is not
-        # a loss in the stream: numbering starts afresh from the next frame
-        self._latest = None
+        # Posing starts from the next frame, not from one that waited through set-up (not
+        # counted as dropped). What a socket or queue could not hold while set-up (or a live
+        # calibration's fit) ran is not a loss in the stream: numbering starts afresh.
+        lost = self.stats.lost
+        while self._read(0.0) is not None:
+            pass
+        self.stats.lost, self._latest = lost, None
         self._gaps.clear()
         self.source.ready()
 

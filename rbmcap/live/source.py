@@ -1,7 +1,8 @@
 """What a live source is: something that yields :class:`~rbmcap.live.frames.RigidBodyFrame` s.
 
-A source is driven from one receiving thread by the session (:mod:`rbmcap.live.session`):
-``open()`` once, then ``read(timeout)`` in a loop, ``close()`` at the end. When its connection
+A source is driven from the session's one thread (:mod:`rbmcap.live.session`): ``open()`` once,
+then ``read(timeout)`` in a loop (``read(0.0)`` for what has already arrived), ``close()`` at the
+end. When its connection
 breaks (a TCP server gone, a socket error), ``read`` raises :class:`SourceLost`; the session then
 closes it and opens it again with a growing back-off, counting reconnects. A UDP source whose
 sender stops just returns ``None`` on timeout; a restarted sender shows as frame numbers that go

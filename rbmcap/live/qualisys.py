@@ -1,9 +1,11 @@
 """``qtm://``: Qualisys Track Manager's 6D rigid bodies over the QTM real-time (RT) protocol.
 
 The connection is made by Qualisys' client library ``qtm_rt`` (asyncio) on a private event loop
-in one background thread: connect and negotiate the protocol version, read the General (capture
-frequency) and 6D (body names, in stream order) parameters, then ``StreamFrames`` of the ``6D``
-component. Each data packet's 6D component carries, per body, its position (x, y, z float32,
+that runs on the reader's thread, only while it waits in :meth:`QualisysSource.open`,
+:meth:`~QualisysSource.read` and :meth:`~QualisysSource.close` (no thread of its own: a second
+thread would take the interpreter lock from the session's step at every packet): connect and
+negotiate the protocol version, read the General (capture frequency) and 6D (body names, in
+stream order) parameters, then ``StreamFrames`` of the ``6D`` component. Each data packet's 6D component carries, per body, its position (x, y, z float32,
 millimetres) and its 3 x 3 world-from-body rotation matrix as 9 float32 in column-major order
 (``R[i, j]`` is element ``3 j + i``: QTM's ``P_global = R P_local + P_origin``); a body QTM did not
 track in that frame comes as NaN.
@@ -11,20 +13,19 @@ track in that frame comes as NaN.
 Frames are converted to rbmcap's conventions (metres, world Z up: QTM's default; ``up="y"`` for a
 QTM calibrated Y up turns its world with :data:`~rbmcap.io.optitrack.Y_UP_TO_Z_UP`), untracked
 bodies get ``valid`` False with a zero position and an identity rotation, and are handed to
-:meth:`QualisysSource.read` in order through a bounded queue (:data:`QUEUE_FRAMES`; a reader that
-far behind loses the oldest, counted in ``overwritten``): the session's own handoff decides what
-a slow consumer skips, so a frame the source had to discard is never mistaken for one lost on
-the network by much.
+:meth:`QualisysSource.read` in order (one read of the socket can bring several packets; at most
+:data:`QUEUE_FRAMES` wait, a reader that far behind loses the oldest, counted in
+``overwritten``). A frame's arrival (``received``) is when its packet was read from the socket:
+``qtm_rt``'s transport gives no kernel receive time, so a packet that waited while the reader
+was busy carries less than its wait.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import logging
 import socket
-import threading
 import time
 import xml.etree.ElementTree as ET
 
@@ -164,7 +165,7 @@ class QualisysSource:
         self.fps: float | None = self.frequency
         self.names: tuple[str, ...] = ()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._waiter: asyncio.Future | None = None
         self._connection = None
         self._slot: FrameQueue[RigidBodyFrame] = FrameQueue(QUEUE_FRAMES)
         self._overwritten_before = 0
@@ -194,9 +195,6 @@ class QualisysSource:
         loop = asyncio.new_event_loop()
         loop.set_exception_handler(self._on_loop_error)
         self._loop = loop
-        self._thread = threading.Thread(target=_run_loop, args=(loop,), daemon=True)
-        self._thread.name = f"rbmcap-{self.name}"
-        self._thread.start()
         try:
             self._call(self._start(), 4 * self.timeout + 1.0)
         except BaseException:
@@ -211,30 +209,45 @@ class QualisysSource:
         """
         if self._loop is None:
             raise SourceLost(f"{self.name}: not open")
-        frame = self._slot.get(timeout)
+        frame = self._slot.get(0.0)
+        if frame is None and self._lost is None:
+            self._run(timeout)
+            frame = self._slot.get(0.0)
         if frame is None and self._lost is not None:
             raise SourceLost(self._lost)
         return frame
+
+    def _run(self, timeout: float) -> None:
+        """Run the loop until a packet arrives or ``timeout`` s pass (with 0: one look at the
+        socket, handling what is already there)."""
+        loop = self._loop
+        if timeout <= 0:
+            loop.run_until_complete(asyncio.sleep(0))
+            return
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_later(timeout, _settle, waiter)
+        try:
+            loop.run_until_complete(waiter)
+        finally:
+            timer.cancel()
+            self._waiter = None
 
     def ready(self) -> None:
         """Nothing to hold back: QTM streams live, frames come as they are captured."""
 
     def close(self) -> None:
-        """Stop streaming, disconnect and end the loop's thread; safe to call twice."""
-        loop, thread = self._loop, self._thread
+        """Stop streaming, disconnect and close the loop; safe to call twice."""
+        loop = self._loop
         if loop is None:
             return
         self._closing = True
-        if self._connection is not None and thread is not None and thread.is_alive():
+        if self._connection is not None and not loop.is_running():
             try:
                 self._call(self._stop(), CLOSE_TIMEOUT_S + 0.5)
             except SourceLost:
                 pass
-        if thread is not None and thread.is_alive():
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join()
         _finish_loop(loop)
-        self._loop, self._thread, self._connection = None, None, None
+        self._loop, self._connection = None, None
         self._ended = self._opening = None
         self._slot.close()
 
@@ -247,13 +260,11 @@ class QualisysSource:
     def _call(self, coroutine, timeout: float):
         """Run ``coroutine`` on the source's loop and return its result; SourceLost when it
         fails or outlasts ``timeout`` s."""
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         try:
-            return future.result(timeout)
+            return self._loop.run_until_complete(asyncio.wait_for(coroutine, timeout))
         except (SourceLost, ConfigError, FormatError):
             raise
-        except (TimeoutError, concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
-            future.cancel()
+        except (TimeoutError, asyncio.CancelledError):
             why = f"no answer within {self.timeout:g} s"
         except qtm_rt.QRTCommandException as exc:
             why = f"QTM answered {_text(exc.value)!r}"
@@ -310,7 +321,7 @@ class QualisysSource:
                     pass
 
     def _on_packet(self, packet) -> None:
-        """One data packet (on the loop's thread): convert its 6D component, offer the frame."""
+        """One data packet (while the loop runs): convert its 6D component, offer the frame."""
         received = time.perf_counter()
         try:
             raw = packet_6d(packet)
@@ -336,6 +347,7 @@ class QualisysSource:
             valid=valid,
         )
         self._slot.put(frame)
+        _settle(self._waiter)
 
     def _on_disconnect(self, exc: BaseException | None) -> None:
         if self._ended is not None:
@@ -361,13 +373,15 @@ class QualisysSource:
         if self._lost is None:
             self._lost = message
         self._slot.close()
+        _settle(self._waiter)
         if self._connection is not None and self._connection.has_transport():
             self._connection.disconnect()
 
 
-def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
-    asyncio.set_event_loop(loop)
-    loop.run_forever()
+def _settle(waiter: asyncio.Future | None) -> None:
+    """End a wait in :meth:`QualisysSource._run` (a packet, a lost connection, the timeout)."""
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
 
 
 def _finish_loop(loop: asyncio.AbstractEventLoop) -> None:

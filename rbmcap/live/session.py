@@ -225,13 +225,15 @@ class LiveSession:
         self.phases = phases
         gc.collect()
         gc.freeze()  # what set-up made is never collected again: no long pause while posing
-        # Posing starts from the next frame, not from one that waited through set-up (not
-        # counted as dropped). What a socket or queue could not hold while set-up (or a live
-        # calibration's fit) ran is not a loss in the stream: numbering starts afresh.
-        lost = self.stats.lost
+        # Posing starts from the next frame: the frames that waited through set-up are read
+        # and not counted (neither received nor dropped), and what a socket or queue could not
+        # hold while set-up (or a live calibration's fit) ran is not a loss in the stream:
+        # numbering starts afresh.
+        counted = self.stats.received, self.stats.lost, self.stats.late
         while self._read(0.0) is not None:
             pass
-        self.stats.lost, self._latest = lost, None
+        self.stats.received, self.stats.lost, self.stats.late = counted
+        self._latest = None
         self._gaps.clear()
         self.source.ready()
 

@@ -5,10 +5,12 @@ that runs on the reader's thread, only while it waits in :meth:`QualisysSource.o
 :meth:`~QualisysSource.read` and :meth:`~QualisysSource.close` (no thread of its own: a second
 thread would take the interpreter lock from the session's step at every packet): connect and
 negotiate the protocol version, read the General (capture frequency) and 6D (body names, in
-stream order) parameters, then ``StreamFrames`` of the ``6D`` component. Each data packet's 6D component carries, per body, its position (x, y, z float32,
-millimetres) and its 3 x 3 world-from-body rotation matrix as 9 float32 in column-major order
-(``R[i, j]`` is element ``3 j + i``: QTM's ``P_global = R P_local + P_origin``); a body QTM did not
-track in that frame comes as NaN.
+stream order) parameters, then ``StreamFrames`` of the ``6D`` component.
+
+Each data packet's 6D component carries, per body, its position (x, y, z float32, millimetres)
+and its 3 x 3 world-from-body rotation matrix as 9 float32 in column-major order (``R[i, j]`` is
+element ``3 j + i``: QTM's ``P_global = R P_local + P_origin``); a body QTM did not track in that
+frame comes as NaN.
 
 Frames are converted to rbmcap's conventions (metres, world Z up: QTM's default; ``up="y"`` for a
 QTM calibrated Y up turns its world with :data:`~rbmcap.io.optitrack.Y_UP_TO_Z_UP`), untracked

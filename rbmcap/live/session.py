@@ -4,8 +4,10 @@ One thread receives and poses: the one that called :meth:`LiveSession.run` (the 
 the command line, so Ctrl-C and SIGTERM land there). Each turn of its loop
 
 - waits for the source's next frame (:mod:`rbmcap.live.source`), then reads every frame that
-  arrived meanwhile without waiting and keeps the newest: frames a slow turn (a slow sink, a
-  late step) was overtaken by are counted ``dropped`` and never queue. Frame numbers are counted
+  arrived meanwhile without waiting and poses the newest (after the one before it when the two
+  arrived together, less than half a frame apart: a burst on the network): frames a slow turn
+  (a slow sink, a late step) was overtaken by are counted ``dropped`` and never queue, and the
+  consumer is never more than one frame behind. Frame numbers are counted
   as they arrive: gaps are ``lost``, a packet filling a recent gap is ``late`` (not posed out of
   order), any other step back is a restart. When the source's connection breaks it is closed and
   opened again after 0.1 s, the wait doubling up to 2 s (``reconnects``);
@@ -95,7 +97,7 @@ class LiveSession:
         self._gaps: set[int] = set()
         self._threads: list[_SinkThread] = []
         self._opened: list[Sink] = []
-        self.phases = 1
+        self.phases, self._period = 1, 0.0
 
     # ----------------------------------------------------------------------- receiving
     def _read(self, timeout: float) -> RigidBodyFrame | None:
@@ -127,16 +129,19 @@ class LiveSession:
             timeout = 0.0  # a late packet: whatever is already there next
         return None
 
-    def _newest(self, timeout: float) -> tuple[RigidBodyFrame | None, int]:
-        """The newest frame within ``timeout`` s (see :meth:`_read`) and how many frames that
-        had also arrived it overtook."""
-        frame, overtaken = self._read(timeout), 0
+    def _arrived(self, timeout: float) -> tuple[list[RigidBodyFrame], int]:
+        """What to pose this turn, and how many frames it overtook. The newest frame to arrive
+        within ``timeout`` s (see :meth:`_read`) and everything already there after it; posed:
+        the newest, after the one before it when the two arrived together (less than half a
+        frame apart: a burst on the network, not a consumer that fell behind)."""
+        last, seen = [], 0
+        frame = self._read(timeout)
         while frame is not None:
-            newer = self._read(0.0)
-            if newer is None:
-                break
-            frame, overtaken = newer, overtaken + 1
-        return frame, overtaken
+            last, seen = [*last[-1:], frame], seen + 1
+            frame = self._read(0.0)
+        if len(last) == 2 and last[1].received - last[0].received >= 0.5 * self._period:
+            last = last[1:]
+        return last, seen - len(last)
 
     def _count(self, frame: RigidBodyFrame) -> bool:
         """Count ``frame``; False when it is late: a number missing from a recent gap (it was
@@ -222,7 +227,7 @@ class LiveSession:
             self._opened.append(sink)
             if not sink.inline:
                 self._threads.append(_SinkThread(sink))
-        self.phases = phases
+        self.phases, self._period = phases, 1.0 / float(fps)
         gc.collect()
         gc.freeze()  # what set-up made is never collected again: no long pause while posing
         # Posing starts from the next frame: the frames that waited through set-up are read
@@ -258,9 +263,9 @@ class LiveSession:
         inline = [s for s in self.sinks if s.inline]
         end = None if opts.duration is None else time.perf_counter() + opts.duration
         while not self._ended:
-            frame, overtaken = self._newest(0.1)
+            frames, overtaken = self._arrived(0.1)
             stats.dropped += overtaken
-            if frame is not None:
+            for frame in frames:
                 stats.behind = max(stats.behind, (self._latest or frame.frame) - frame.frame)
                 self._pose(frame, inline)
                 if opts.max_frames is not None and stats.processed >= opts.max_frames:

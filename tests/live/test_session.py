@@ -289,6 +289,62 @@ def test_frames_the_source_could_not_hold_during_set_up_are_not_counted_lost(pre
     assert _posed_frames(sink.poses).tolist() == later and stats.dropped == 0
 
 
+class _Bursts:
+    """A 60 Hz source whose packets arrive in ``groups``: each group at once (one arrival time),
+    a group every ``gap`` seconds; the first frame (the names) before them."""
+
+    fps, finite, name = 60.0, True, "bursts"
+
+    def __init__(self, take, groups, gap: float) -> None:
+        self.take, self.groups, self.gap = take, [list(g) for g in groups], gap
+        self.queue: list = [(0, time.perf_counter())]
+
+    def open(self) -> None:
+        pass
+
+    def ready(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def read(self, timeout):
+        if not self.queue and timeout > 0:
+            if not self.groups:
+                raise EOFError
+            time.sleep(self.gap)
+            now = time.perf_counter()
+            self.queue = [(number, now) for number in self.groups.pop(0)]
+        if not self.queue:
+            return None
+        (number, received), t = self.queue.pop(0), self.take
+        return RigidBodyFrame(
+            frame=number,
+            timestamp=number / self.fps,
+            received=received,
+            names=tuple(t.names),
+            pos=t.pos[number],
+            rot=t.rot[number],
+            valid=t.valid[number],
+        )
+
+
+def test_two_frames_that_arrive_together_are_both_posed_in_order(predictor):
+    """A burst on the network (two packets at once) is not a consumer that fell behind: both
+    are posed, the older first; a third at once is one more than the consumer may be behind."""
+    take = synthetic_take(40, fps=60.0)
+    sink = KeepingSink()
+    pairs = [(n, n + 1) for n in range(1, 31, 2)]
+    stats = LiveSession(_Bursts(take, pairs, 1 / 30), predictor, [sink], options=TRACE).run()
+    assert _posed_frames(sink.poses).tolist() == list(range(1, 31))
+    assert stats.dropped == 0 and stats.behind == 1
+
+    sink = KeepingSink()
+    triples = [(1, 2, 3), (4, 5, 6)]
+    stats = LiveSession(_Bursts(take, triples, 0.05), predictor, [sink], options=TRACE).run()
+    assert _posed_frames(sink.poses).tolist() == [2, 3, 5, 6] and stats.dropped == 2
+
+
 def test_stop_from_another_thread_ends_the_run_and_closes_the_sinks(predictor, take):
     """Another thread stops the session once poses flow (not on a timer: start-up on a busy
     machine can take longer than any fixed delay)."""

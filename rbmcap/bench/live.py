@@ -42,10 +42,13 @@ def run(quick: bool = False, seconds: float | None = None) -> dict:
     try:
         with tempfile.TemporaryDirectory(prefix="rbmcap-bench-live-") as tmp:
             takes = {n: _take(Path(tmp), n) for n in counts}
-            for subjects in counts:
-                for rate in rates:
-                    row = _measure(predictor, takes[subjects], rate, subjects, seconds, backend)
-                    runs.append(row)
+            for hot in (False, True):
+                for subjects in counts:
+                    for rate in rates:
+                        take = takes[subjects]
+                        runs.append(
+                            _measure(predictor, take, rate, subjects, seconds, backend, hot)
+                        )
     finally:
         torch.set_num_threads(threads)
     return {
@@ -90,7 +93,9 @@ def _prefixed(capture, subjects):
     )
 
 
-def _measure(predictor, take: Path, rate: float, subjects: int, seconds: float, backend: str):
+def _measure(
+    predictor, take: Path, rate: float, subjects: int, seconds: float, backend: str, hot: bool
+):
     from rbmcap.live.natnet import NatNetSource
     from rbmcap.live.session import LiveOptions, LiveSession
     from rbmcap.live.sinks.vmc import VMCSink
@@ -105,7 +110,7 @@ def _measure(predictor, take: Path, rate: float, subjects: int, seconds: float, 
         who = [Subject(s) for s in SUBJECT_NAMES[:subjects]] if subjects > 1 else [Subject()]
         with _receiver() as vmc_port:
             sink = VMCSink(port=vmc_port)
-            options = LiveOptions(backend=backend, duration=seconds, wait_s=30.0)
+            options = LiveOptions(backend=backend, duration=seconds, wait_s=30.0, hot=hot)
             source = NatNetSource(command_port=port)
             session = LiveSession(source, predictor, [sink], who, options)
             stats = session.run()
@@ -116,6 +121,7 @@ def _measure(predictor, take: Path, rate: float, subjects: int, seconds: float, 
     return {
         "rate_hz": rate,
         "subjects": subjects,
+        "hot": hot,
         "phases": session.phases,
         **{k: summary[k] for k in ("received", "processed", "dropped", "lost", "behind")},
         "latency_p50_ms": summary["latency_p50_ms"],

@@ -37,6 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--wait", type=float, default=None, help="give up when no frame came within S seconds"
     )
+    p.add_argument(
+        "--hot",
+        action="store_true",
+        help="keep the model warm between frames (lower latency; one core stays busy)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON summary at the end")
     p.set_defaults(func=_live)
 

@@ -72,6 +72,7 @@ class LiveRun:
             duration=args.duration,
             max_frames=args.frames,
             wait_s=args.wait,
+            hot=args.hot,
         )
         return cls(
             source=source,

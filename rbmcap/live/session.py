@@ -47,6 +47,8 @@ LATE_FRAMES = 256
 """How many of the most recent missing frame numbers a late packet may still fill."""
 BACKOFF_S = (0.1, 2.0)
 """First and longest wait before reopening a source whose connection broke, seconds."""
+SPIN_S = 3e-4
+"""A hot session stops warming this long before the next frame is due and only polls."""
 
 
 @dataclass
@@ -59,6 +61,10 @@ class LiveOptions:
         duration: stop after this many seconds of posing (None: until stopped).
         max_frames: stop after posing this many frames (None: no limit).
         wait_s: how long to wait for the source's first frame before giving up (None: forever).
+        hot: between frames, keep the step's code and weights in the CPU's caches by running it
+            on a spare session until shortly before the next frame is due, then poll the source
+            without sleeping: one core stays busy, and the step does not start cold after each
+            idle wait (docs/live.md#latency).
     """
 
     backend: str = "compiled"
@@ -66,6 +72,7 @@ class LiveOptions:
     duration: float | None = None
     max_frames: int | None = None
     wait_s: float | None = None
+    hot: bool = False
 
 
 class LiveSession:
@@ -98,6 +105,9 @@ class LiveSession:
         self._threads: list[_SinkThread] = []
         self._opened: list[Sink] = []
         self.phases, self._period = 1, 0.0
+        self._arrival = 0.0  # when the newest counted frame arrived (perf_counter s)
+        self._spare: tuple | None = None  # hot: a spare session and the plates it steps on
+        self._warm_s = 0.0  # hot: how long a spare step takes (running estimate)
 
     # ----------------------------------------------------------------------- receiving
     def _read(self, timeout: float) -> RigidBodyFrame | None:
@@ -135,13 +145,32 @@ class LiveSession:
         the newest, after the one before it when the two arrived together (less than half a
         frame apart: a burst on the network, not a consumer that fell behind)."""
         last, seen = [], 0
-        frame = self._read(timeout)
+        frame = self._read(timeout) if self._spare is None else self._read_hot(timeout)
         while frame is not None:
             last, seen = [*last[-1:], frame], seen + 1
             frame = self._read(0.0)
         if len(last) == 2 and last[1].received - last[0].received >= 0.5 * self._period:
             last = last[1:]
         return last, seen - len(last)
+
+    def _read_hot(self, timeout: float) -> RigidBodyFrame | None:
+        """:meth:`_read` without sleeping: poll the source, and between polls step the spare
+        session while the next frame is not due within its step and ``SPIN_S`` (or is overdue
+        by half a frame: the source paused)."""
+        session, plates = self._spare
+        end = time.perf_counter() + timeout
+        while True:
+            frame = self._read(0.0)
+            if frame is not None or self._ended or self._stop.is_set():
+                return frame
+            now = time.perf_counter()
+            if now >= end:
+                return None
+            due = self._arrival + self._period
+            if now + self._warm_s + SPIN_S < due or now > due + 0.5 * self._period:
+                session.push(*plates)
+                took = time.perf_counter() - now
+                self._warm_s = took if not self._warm_s else 0.9 * self._warm_s + 0.1 * took
 
     def _count(self, frame: RigidBodyFrame) -> bool:
         """Count ``frame``; False when it is late: a number missing from a recent gap (it was
@@ -163,7 +192,7 @@ class LiveSession:
                 self._gaps.update(range(max(last + 1, number - LATE_FRAMES), number))
                 while len(self._gaps) > LATE_FRAMES:
                     self._gaps.discard(min(self._gaps))
-        self._latest = number
+        self._latest, self._arrival = number, frame.received
         return True
 
     # ----------------------------------------------------------------------- consuming
@@ -228,6 +257,9 @@ class LiveSession:
             if not sink.inline:
                 self._threads.append(_SinkThread(sink))
         self.phases, self._period = phases, 1.0 / float(fps)
+        if self.options.hot:
+            stream = self.streams[0]
+            self._spare = (stream.sessions[0].fork(), stream.plates(first))
         gc.collect()
         gc.freeze()  # what set-up made is never collected again: no long pause while posing
         # Posing starts from the next frame: the frames that waited through set-up are read

@@ -65,6 +65,25 @@ def test_every_streamed_pose_is_the_offline_causal_answer_of_its_phase(predictor
     assert sink.opened == sink.closed == 1
 
 
+def test_a_hot_session_keeps_its_thread_busy_between_frames_and_poses_the_same(predictor, take):
+    def run(hot: bool):
+        sink = KeepingSink()
+        options = LiveOptions(backend="trace", hot=hot)
+        session = LiveSession(ReplaySource(take, rate=SLOW), predictor, [sink], options=options)
+        wall, cpu = time.perf_counter(), time.thread_time()
+        session.run()
+        return sink, (time.thread_time() - cpu) / (time.perf_counter() - wall)
+
+    sink, busy = run(hot=True)
+    _, idle = run(hot=False)
+    # the spare steps fill the wait between frames (the session's set-up counts in both)
+    assert busy > 0.8 and idle < busy - 0.2
+    frames = _posed_frames(sink.poses)
+    assert len(frames) > 200
+    answer = offline_answer(predictor, take.pos, take.rot, take.valid, frames, 4)
+    assert max_difference(sink.poses, answer) < 1e-5
+
+
 def test_a_source_at_the_models_rate_is_one_phase_and_every_frame_is_posed(predictor, take):
     slow = synthetic_take(90, fps=60.0)
     sink = KeepingSink()

@@ -142,12 +142,13 @@ class Predictor:
         body = body if body is not None else checkpoint_body(self.body_id)
         return motion, motion_vertices(motion, body)
 
-    def stream(self, context: int = 60, backend: str = "trace"):
+    def stream(self, context: int = 60, backend: str = "trace", subjects: int = 1):
         """A frame-by-frame session answering for the newest frame (bounded latency); see
         :class:`rbmcap.inference.stream.StreamSession`. ``backend`` runs a recurrent model's
         frame: ``"trace"`` (TorchScript, recorded on the first frame), ``"compiled"`` (compiled
-        ahead of time into native code, the fastest: about a minute once per model, then cached;
-        needs a C++ compiler) or ``"eager"``; all three answer the same to 1e-5."""
+        ahead of time into native code, the fastest: about a minute once per model and subject
+        count, then cached; needs a C++ compiler) or ``"eager"``; all three answer the same to
+        1e-5. ``subjects`` > 1: each frame holds that many subjects' plates, stepped together."""
         from rbmcap.inference.stream import StreamSession
 
-        return StreamSession(self, context, backend=backend)
+        return StreamSession(self, context, backend=backend, subjects=subjects)

@@ -40,6 +40,10 @@ class FrameStep(torch.nn.Module):
     frame. The betas are the running mean over the frames so far (summed in float64, as the
     offline running mean is), and the plate fit's normal equations are summed the same way, so
     the stream answers as the network run offline on the whole sequence does.
+
+    Several subjects step together when pos is (S, N, 3), rot (S, N, 3, 3) and valid (S, N):
+    the sums' leading 1 is then S and the answers are (S, 24, 3, 3) and (S, 3), each subject's
+    as if it streamed alone (the network's weights are read once for all of them).
     """
 
     def __init__(self, model) -> None:
@@ -50,14 +54,20 @@ class FrameStep(torch.nn.Module):
 
     def forward(self, pos, rot, valid, state, betas_sum, frames, fit_h, fit_g):
         model = self.model
-        x, ctx = model.encoder(pos[None, None], rot[None, None], valid[None, None])
+        subjects = pos.dim() == 3  # decided when traced or exported: one branch is recorded
+        if not subjects:
+            pos, rot, valid = pos[None], rot[None], valid[None]
+        x, ctx = model.encoder(pos[:, None], rot[:, None], valid[:, None])
         y, state = model.net.step(x[:, 0], state)
         y = y[:, None]
         betas_sum = betas_sum + model.betas_outputs(y).double()
         betas = (betas_sum / frames).to(y.dtype)
         out = model.decode_outputs(y, ctx, betas=betas, fit_carry=(fit_h, fit_g))
         fit_h, fit_g = out.get("fit_carry", (fit_h, fit_g))
-        return out["rotmats"][0, -1], out["trans"][0, -1], state, betas_sum, fit_h, fit_g
+        rotmats, trans = out["rotmats"][:, -1], out["trans"][:, -1]
+        if not subjects:
+            rotmats, trans = rotmats[0], trans[0]
+        return rotmats, trans, state, betas_sum, fit_h, fit_g
 
 
 def frame_step(model, pos, rot, valid, state, backend: str = "trace"):
@@ -66,7 +76,7 @@ def frame_step(model, pos, rot, valid, state, backend: str = "trace"):
     :func:`~rbmcap.inference.compiled.compiled_step`; ``eager``: the plain step), and the zero
     running sums to start it with (betas_sum, fit_h, fit_g)."""
     step = FrameStep(model)
-    sums = zero_sums(model)
+    sums = zero_sums(model, pos.shape[0] if pos.dim() == 3 else 1)
     if backend == "eager":
         return step, sums
     frames = torch.ones((), dtype=torch.float64)
@@ -81,16 +91,16 @@ def frame_step(model, pos, rot, valid, state, backend: str = "trace"):
     return traced, sums
 
 
-def zero_sums(model) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The running sums a :class:`FrameStep` starts from: betas_sum (1, 1, B) float64,
-    fit_h (1, 1, B', B'), fit_g (1, 1, B')."""
+def zero_sums(model, subjects: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The running sums a :class:`FrameStep` starts from: betas_sum (S, 1, B) float64,
+    fit_h (S, 1, B', B'), fit_g (S, 1, B') for S ``subjects``."""
     nb = model.num_betas
     fit = getattr(model, "plate_fit", None)
     nf = fit.num_betas if fit is not None else nb
     return (
-        torch.zeros(1, 1, nb, dtype=torch.float64),
-        torch.zeros(1, 1, nf, nf),
-        torch.zeros(1, 1, nf),
+        torch.zeros(subjects, 1, nb, dtype=torch.float64),
+        torch.zeros(subjects, 1, nf, nf),
+        torch.zeros(subjects, 1, nf),
     )
 
 
@@ -131,13 +141,19 @@ class StreamSession:
     session starts); other networks re-run on the last ``context`` frames (a non-causal network
     then sees no future frames, so its answer for the newest frame is that of a window's last
     frame), whatever the backend.
+
+    With ``subjects`` S > 1 every frame holds S subjects' plates, stepped together (see
+    :class:`FrameStep`): :meth:`push` takes and returns arrays with a leading S.
     """
 
-    def __init__(self, predictor, context: int, backend: str = "trace") -> None:
+    def __init__(self, predictor, context: int, backend: str = "trace", subjects: int = 1) -> None:
         if backend not in BACKENDS:
             raise ConfigError(f"unknown stream backend {backend!r}; expected one of {BACKENDS}")
+        if int(subjects) < 1:
+            raise ConfigError(f"a stream of {subjects} subjects: expected at least one")
         self.p = predictor
         self.backend = backend
+        self.subjects = int(subjects)
         self.context = int(context)
         self.buffer: collections.deque = collections.deque(maxlen=self.context)
         self.recurrent = hasattr(predictor.model.net, "step") and predictor.model.is_causal
@@ -155,11 +171,13 @@ class StreamSession:
     def _first_frame(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A frame to build the step on before any arrives: every plate seen, at rest."""
         n, dev = self.p.num_markers, self.p.device
-        rot = torch.eye(3, device=dev).expand(n, 3, 3).contiguous()
-        return torch.zeros(n, 3, device=dev), rot, torch.ones(n, dtype=torch.bool, device=dev)
+        lead = (self.subjects,) if self.subjects > 1 else ()
+        rot = torch.eye(3, device=dev).expand(*lead, n, 3, 3).contiguous()
+        pos = torch.zeros(*lead, n, 3, device=dev)
+        return pos, rot, torch.ones(*lead, n, dtype=torch.bool, device=dev)
 
     def _start(self, pos, rot, valid) -> None:
-        state = self.p.model.net.initial_state(1, device=pos.device, dtype=pos.dtype)
+        state = self.p.model.net.initial_state(self.subjects, device=pos.device, dtype=pos.dtype)
         with torch.inference_mode(False), torch.no_grad():
             self._step, sums = frame_step(self.p.model, pos, rot, valid, state, self.backend)
         self._carry = (state, *sums)
@@ -168,37 +186,45 @@ class StreamSession:
         """Another session of the same model and backend at its first frame, sharing this
         session's frame step (built here from a rest frame if no frame was pushed yet; the step
         keeps no state of its own, so one trace or compile serves every fork)."""
-        other = StreamSession(self.p, self.context, backend="eager")
+        other = StreamSession(self.p, self.context, backend="eager", subjects=self.subjects)
         other.backend = self.backend
         if self.recurrent:
             if self._step is None:
                 self._start(*self._first_frame())
             pos = self._first_frame()[0]
-            state = self.p.model.net.initial_state(1, device=pos.device, dtype=pos.dtype)
+            net = self.p.model.net
+            state = net.initial_state(self.subjects, device=pos.device, dtype=pos.dtype)
             other._step = self._step
-            other._carry = (state, *zero_sums(self.p.model))
+            other._carry = (state, *zero_sums(self.p.model, self.subjects))
         return other
 
     @property
     def betas(self) -> np.ndarray | None:
         """(B,) the running mean of the betas over the frames so far (a recurrent model after
-        its first frame), else None."""
+        its first frame; (S, B) for S subjects), else None."""
         if not self.recurrent or not self._carry or self.frames == 0:
             return None
-        return (self._carry[1][0, 0].cpu().numpy() / float(self._count)).astype(np.float32)
+        sums = self._carry[1][:, 0] if self.subjects > 1 else self._carry[1][0, 0]
+        return (sums.cpu().numpy() / float(self._count)).astype(np.float32)
 
     @torch.inference_mode()
     def push(self, pos, rot, valid) -> tuple[np.ndarray, np.ndarray]:
-        """One frame: pos (N, 3) m, rot (N, 3, 3), valid (N,) bool.
+        """One frame: pos (N, 3) m, rot (N, 3, 3), valid (N,) bool (a leading S for S
+        subjects).
 
-        Returns (rotmats (24, 3, 3) local, joint 0 global; trans (3,) m) for that frame.
+        Returns (rotmats (24, 3, 3) local, joint 0 global; trans (3,) m) for that frame (a
+        leading S for S subjects).
         """
         pos, rot, valid = self._tensors(pos, rot, valid)
         if not self.recurrent:
             self.buffer.append((pos, rot, valid))
-            window = [torch.stack(v)[None] for v in zip(*self.buffer)]
-            out = self.p.model(*window)
-            return out["rotmats"][0, -1].cpu().numpy(), out["trans"][0, -1].cpu().numpy()
+            several = self.subjects > 1  # frames (S, N, ...) stack to windows (S, T, N, ...)
+            window = [torch.stack(v, dim=int(several)) for v in zip(*self.buffer)]
+            out = self.p.model(*(window if several else [w[None] for w in window]))
+            rotmats, trans = out["rotmats"][:, -1], out["trans"][:, -1]
+            if not several:
+                rotmats, trans = rotmats[0], trans[0]
+            return rotmats.cpu().numpy(), trans.cpu().numpy()
         if self._step is None:
             self._start(pos, rot, valid)
         self._count += 1.0  # in place: a new scalar tensor a frame costs more than the add
@@ -213,13 +239,15 @@ class StreamSession:
         """One frame's arrays as tensors on the model's device (copies: the caller may reuse its
         buffers), or DataError when they are not shaped (N, 3), (N, 3, 3), (N,)."""
         n = self.p.num_markers
+        lead = (self.subjects,) if self.subjects > 1 else ()
         pos = np.array(pos, dtype=np.float32)
         rot = np.array(rot, dtype=np.float32)
         valid = np.array(valid, dtype=bool)
-        if pos.shape != (n, 3) or rot.shape != (n, 3, 3) or valid.shape != (n,):
+        if pos.shape != (*lead, n, 3) or rot.shape != (*lead, n, 3, 3) or valid.shape != (*lead, n):
+            want = ", ".join(str((*lead, *shape)) for shape in ((n, 3), (n, 3, 3), (n,)))
             raise DataError(
                 f"a streamed frame's pos {pos.shape}, rot {rot.shape}, valid {valid.shape}: "
-                f"expected ({n}, 3), ({n}, 3, 3), ({n},) for marker set {self.p.marker_set!r}"
+                f"expected {want} for marker set {self.p.marker_set!r}"
             )
         dev = self.p.device
         tensors = (torch.from_numpy(pos), torch.from_numpy(rot), torch.from_numpy(valid))

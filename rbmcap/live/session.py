@@ -39,7 +39,7 @@ from rbmcap.live.frames import LivePose, LiveStats, RigidBodyFrame
 from rbmcap.live.handoff import KeyedSlots
 from rbmcap.live.sinks.base import Sink, SubjectInfo
 from rbmcap.live.source import Source, SourceLost
-from rbmcap.live.subject import Subject, SubjectStream, phase_count
+from rbmcap.live.subject import Subject, SubjectGroup, SubjectStream, phase_count
 
 log = logging.getLogger("rbmcap.live")
 
@@ -243,9 +243,11 @@ class LiveSession:
     def _start(self, first: RigidBodyFrame) -> None:
         fps = self.options.fps or self.source.fps
         phases = phase_count(fps, self.predictor.fps)
-        template = self.predictor.stream(backend=self.options.backend)
+        count = len(self.subjects)
+        template = self.predictor.stream(backend=self.options.backend, subjects=count)
         _warm_up(template)
-        self.streams = [SubjectStream(s, self.predictor, template, phases) for s in self.subjects]
+        self.streams = [SubjectStream(s, self.predictor) for s in self.subjects]
+        self.group = SubjectGroup(self.streams, template, phases)
         for stream in self.streams:
             stream.columns(first.names, strict=True)  # one error before anything opens
         if self.before_posing is not None:
@@ -258,8 +260,7 @@ class LiveSession:
                 self._threads.append(_SinkThread(sink))
         self.phases, self._period = phases, 1.0 / float(fps)
         if self.options.hot:
-            stream = self.streams[0]
-            self._spare = (stream.sessions[0].fork(), stream.plates(first))
+            self._spare = (self.group.sessions[0].fork(), self.group.plates(first))
         gc.collect()
         gc.freeze()  # what set-up made is never collected again: no long pause while posing
         # Posing starts from the next frame: the frames that waited through set-up are read
@@ -306,7 +307,7 @@ class LiveSession:
                 return
 
     def _pose(self, frame: RigidBodyFrame, inline: list[Sink]) -> None:
-        poses: list[LivePose] = [stream.pose(frame) for stream in self.streams]
+        poses: list[LivePose] = self.group.pose(frame)
         for sink in inline:
             for pose in poses:
                 sink.send(pose)

@@ -69,16 +69,13 @@ def strip_prefix(name: str, prefix: str) -> str | None:
 
 
 class SubjectStream:
-    """A subject's plates out of each :class:`RigidBodyFrame`, calibrated, into its phases'
-    stream sessions; :meth:`pose` answers one frame."""
+    """A subject's plates out of each :class:`RigidBodyFrame`, calibrated (:meth:`plates`);
+    :class:`SubjectGroup` poses them."""
 
-    def __init__(self, subject: Subject, predictor, template, phases: int) -> None:
-        """``template``: a :class:`~rbmcap.inference.stream.StreamSession` of ``predictor``
-        whose frame step every phase shares (forked)."""
+    def __init__(self, subject: Subject, predictor) -> None:
         self.subject = subject
         self.marker_names = tuple(predictor.marker_names)
         self.marker_set = predictor.marker_set
-        self.sessions = [template.fork() for _ in range(phases)]
         self.count = 0
         self._columns: dict[tuple[str, ...], np.ndarray] = {}
         self._offsets = None
@@ -156,24 +153,60 @@ class SubjectStream:
             pos, rot = p_virt.astype(np.float32), r_virt.astype(np.float32)
         return pos, rot, valid
 
-    def pose(self, frame: RigidBodyFrame) -> LivePose:
-        """Pose ``frame``: its phase's session takes one step."""
+
+class SubjectGroup:
+    """Every subject of a session posed together: per phase one stream session that steps all
+    subjects at once (their plates stacked, :class:`~rbmcap.inference.stream.FrameStep`), so a
+    frame reads the network's weights once, however many subjects it holds."""
+
+    def __init__(self, streams: list[SubjectStream], template, phases: int) -> None:
+        """``template``: a :class:`~rbmcap.inference.stream.StreamSession` of the predictor for
+        ``len(streams)`` subjects, whose frame step every phase shares (forked)."""
+        if template.subjects != len(streams):
+            raise ConfigError(
+                f"a stream of {template.subjects} subjects cannot pose {len(streams)} subjects"
+            )
+        self.streams = list(streams)
+        self.sessions = [template.fork() for _ in range(phases)]
+
+    def plates(self, frame: RigidBodyFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every subject's :meth:`SubjectStream.plates` of ``frame``, stacked (a leading S
+        where there are several subjects)."""
+        if len(self.streams) == 1:
+            return self.streams[0].plates(frame)
+        pos, rot, valid = zip(*(s.plates(frame) for s in self.streams))
+        return np.stack(pos), np.stack(rot), np.stack(valid)
+
+    def pose(self, frame: RigidBodyFrame) -> list[LivePose]:
+        """Pose ``frame`` for every subject: its phase's session takes one step."""
         pos, rot, valid = self.plates(frame)
         session = self.sessions[frame.frame % len(self.sessions)]
         rotmats, trans = session.push(pos, rot, valid)
-        self.count += 1
-        calibrated = getattr(self.subject.calibration, "betas", None)
-        betas = calibrated if calibrated is not None else session.betas
-        return LivePose(
-            subject=self.subject.name,
-            frame=frame.frame,
-            timestamp=frame.timestamp,
-            received=frame.received,
-            rotmats=rotmats,
-            trans=trans,
-            betas=np.asarray(betas, dtype=np.float32),
-            plates_pos=pos,
-            plates_rot=rot,
-            plates_valid=valid,
-            index=self.count,
-        )
+        running = session.betas
+        if len(self.streams) == 1:
+            pos, rot, valid, rotmats, trans = (a[None] for a in (pos, rot, valid, rotmats, trans))
+            running = None if running is None else running[None]
+        poses = []
+        for k, stream in enumerate(self.streams):
+            stream.count += 1
+            calibrated = getattr(stream.subject.calibration, "betas", None)
+            if calibrated is not None:
+                betas = calibrated
+            else:
+                betas = None if running is None else running[k]
+            poses.append(
+                LivePose(
+                    subject=stream.subject.name,
+                    frame=frame.frame,
+                    timestamp=frame.timestamp,
+                    received=frame.received,
+                    rotmats=rotmats[k],
+                    trans=trans[k],
+                    betas=np.asarray(betas, dtype=np.float32),
+                    plates_pos=pos[k],
+                    plates_rot=rot[k],
+                    plates_valid=valid[k],
+                    index=stream.count,
+                )
+            )
+        return poses

@@ -178,6 +178,38 @@ def test_a_streamed_causal_gru_answers_as_offline_frame_by_frame(standin, overri
     np.testing.assert_allclose(got_trans, offline["trans"][0].numpy(), atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("backend", ["eager", "trace"])
+@pytest.mark.parametrize(
+    "net, overrides",
+    [("causal_gru", ("plate_fit.enabled=true",)), ("causal_gru", ()), ("mlp", ())],
+    ids=["gru+fit", "gru", "windowed"],
+)
+def test_subjects_streamed_together_answer_as_each_streamed_alone(standin, net, overrides, backend):
+    """Three subjects' plates stacked into one session: each subject's rotations, translation
+    and running betas as its own session's, to 1e-5 (a recurrent step batched, or a windowed
+    network's windows)."""
+    model = small_module(standin, net, *overrides).eval()
+    with torch.no_grad():
+        for p in model.net.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))
+    predictor = Predictor(model)
+    takes = [random_observations(12, seed=s) for s in range(3)]
+    together = predictor.stream(backend=backend, subjects=3)
+    alone = [predictor.stream(backend=backend) for _ in takes]
+    for i in range(12):
+        pos, rot, valid = (np.stack([take[k][i] for take in takes]) for k in range(3))
+        rotmats, trans = together.push(pos, rot, valid)
+        assert rotmats.shape == (3, 24, 3, 3) and trans.shape == (3, 3)
+        for k, (session, take) in enumerate(zip(alone, takes)):
+            want_rot, want_trans = session.push(*(x[i] for x in take))
+            np.testing.assert_allclose(rotmats[k], want_rot, atol=1e-5, rtol=0)
+            np.testing.assert_allclose(trans[k], want_trans, atol=1e-5, rtol=0)
+    if together.recurrent:
+        np.testing.assert_allclose(together.betas, np.stack([a.betas for a in alone]), atol=1e-6)
+        fork = together.fork()  # a fork starts afresh, for as many subjects
+        assert fork.subjects == 3 and fork.frames == 0
+
+
 def _whole_slices(graph) -> int:
     big = 2**63 - 1
     count = 0
@@ -232,3 +264,10 @@ def test_a_malformed_streamed_frame_is_one_data_error_line(standin):
     assert session.frames == 0
     session.push(pos[0], rot[0], valid[0])  # the session still streams
     assert session.frames == 1
+    two = Predictor(model).stream(subjects=2)
+    with pytest.raises(DataError) as err:
+        two.push(pos[0], rot[0], valid[0])  # one subject's plates to a stream of two
+    assert str(err.value) == (
+        "a streamed frame's pos (14, 3), rot (14, 3, 3), valid (14,): expected (2, 14, 3), "
+        "(2, 14, 3, 3), (2, 14) for marker set 'rbm14'"
+    )

@@ -65,23 +65,39 @@ def test_every_streamed_pose_is_the_offline_causal_answer_of_its_phase(predictor
     assert sink.opened == sink.closed == 1
 
 
-def test_a_hot_session_keeps_its_thread_busy_between_frames_and_poses_the_same(predictor, take):
-    def run(hot: bool):
-        sink = KeepingSink()
-        options = LiveOptions(backend="trace", hot=hot)
-        session = LiveSession(ReplaySource(take, rate=SLOW), predictor, [sink], options=options)
-        wall, cpu = time.perf_counter(), time.thread_time()
-        session.run()
-        return sink, (time.thread_time() - cpu) / (time.perf_counter() - wall)
+class _Clocked(KeepingSink):
+    """Keeps each pose with the session thread's CPU time and the wall time when it came."""
 
-    sink, busy = run(hot=True)
-    _, idle = run(hot=False)
-    # the spare steps fill the wait between frames (the session's set-up counts in both)
-    assert busy > 0.8 and idle < busy - 0.2
-    frames = _posed_frames(sink.poses)
+    def __init__(self) -> None:
+        super().__init__()
+        self.clocks: list[tuple[float, float]] = []
+
+    def send(self, pose) -> None:
+        super().send(pose)
+        self.clocks.append((time.thread_time(), time.perf_counter()))
+
+    def busy(self) -> float:
+        """The thread's CPU time over the wall time, from the first pose to the last."""
+        (cpu0, wall0), (cpu1, wall1) = self.clocks[0], self.clocks[-1]
+        return (cpu1 - cpu0) / (wall1 - wall0)
+
+
+def test_a_hot_session_keeps_its_thread_busy_between_frames_and_poses_the_same(predictor, take):
+    def run(hot: bool) -> _Clocked:
+        sink = _Clocked()
+        options = LiveOptions(backend="trace", hot=hot)
+        LiveSession(ReplaySource(take, rate=SLOW), predictor, [sink], options=options).run()
+        return sink
+
+    hot, idle = run(hot=True), run(hot=False)
+    print(f"busy: hot {hot.busy():.2f}, idle {idle.busy():.2f} of the wall time")
+    # posing 80 frames/s takes a small part of the thread's time; hot, spare steps fill the rest
+    # (as much of it as a loaded machine gives the thread)
+    assert hot.busy() > idle.busy() + 0.2
+    frames = _posed_frames(hot.poses)
     assert len(frames) > 200
     answer = offline_answer(predictor, take.pos, take.rot, take.valid, frames, 4)
-    assert max_difference(sink.poses, answer) < 1e-5
+    assert max_difference(hot.poses, answer) < 1e-5
 
 
 def test_a_source_at_the_models_rate_is_one_phase_and_every_frame_is_posed(predictor, take):

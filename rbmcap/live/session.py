@@ -11,8 +11,8 @@ the command line, so Ctrl-C and SIGTERM land there). Each turn of its loop
   as they arrive: gaps are ``lost``, a packet filling a recent gap is ``late`` (not posed out of
   order), any other step back is a restart. When the source's connection breaks it is closed and
   opened again after 0.1 s, the wait doubling up to 2 s (``reconnects``);
-- poses every subject (:mod:`rbmcap.live.subject`) and hands each pose to the inline sinks at
-  once and to each threaded sink's own newest-only slots.
+- poses every subject in one step (:class:`~rbmcap.live.subject.SubjectGroup`) and hands each
+  pose to the inline sinks at once and to each threaded sink's own newest-only slots.
 
 No second thread handles frames: a handoff between threads costs the interpreter lock on every
 frame, a large part of a 240 Hz frame's latency budget (docs/live.md#latency). Latency is

@@ -7,7 +7,8 @@ plates prefixed ``s1_``…``s4_``) at 120, 240 and 360 Hz. In this process a
 :class:`~rbmcap.inference.stream.StreamSession`-backed :class:`~rbmcap.live.session.LiveSession`
 receives them through :class:`~rbmcap.live.natnet.NatNetSource` on one torch thread, poses every
 subject with the shipped causal model (``compiled``; ``trace`` in ``quick``) and sends each
-pose as VMC over OSC to a loopback port. Per rate and subject count: latency p50/p99/max (from
+pose as VMC over OSC to a loopback port, first waiting idle between frames, then ``hot``
+(:attr:`~rbmcap.live.session.LiveOptions.hot`). Per run: latency p50/p99/max (from
 the packet's arrival to the last pose sent), frames received, posed, dropped (the consumer too
 slow), lost (never arrived), and how far the consumer fell behind (frames).
 """
@@ -29,7 +30,7 @@ SUBJECT_NAMES = ("s1", "s2", "s3", "s4")
 
 def run(quick: bool = False, seconds: float | None = None) -> dict:
     """Every rate × subject count for ``seconds`` each (default 20; ``quick``: 2 s, 240 Hz and
-    one subject only, the trace backend)."""
+    one subject only, the trace backend), waiting idle between frames, then hot."""
     from rbmcap.inference import Predictor
 
     seconds = seconds or (2.0 if quick else 20.0)

@@ -105,7 +105,8 @@ class LiveRun:
         return stats, bool(stopped)
 
     def summary(self, stats: LiveStats, interrupted: bool) -> dict:
-        """A JSON-ready summary: the counters, latency, phases, sinks and files written."""
+        """A JSON-ready summary: the counters, latency, phases, whether it waited hot, sinks and
+        files written."""
         written = [str(p) for s in self.sinks for p in getattr(s, "written", [])]
         if self.calibration is not None:
             written += [str(p) for p in self.calibration.written]
@@ -113,6 +114,7 @@ class LiveRun:
             "source": self.source.name,
             "subjects": [s.name for s in self.subjects],
             "phases": getattr(self, "session", None) and self.session.phases,
+            "hot": self.options.hot,
             **stats.summary(),
             "sinks": [s.name for s in self.sinks],
             "written": written,

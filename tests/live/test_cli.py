@@ -37,13 +37,13 @@ def test_a_replay_goes_live_to_a_recording_and_a_json_summary(take_file, tmp_pat
     assert sorted(summary["written"]) == sorted([str(out), str(tmp_path / "rec.bvh")])
 
 
-def test_two_subjects_each_get_their_own_recording(tmp_path, capsys):
+def test_two_subjects_each_get_their_own_recording_waiting_hot(tmp_path, capsys):
     both = prefixed(synthetic_take(120, fps=60.0), ["alice", "bob"]).save(tmp_path / "two.npz")
     out = tmp_path / "rec.npz"
-    argv = ["live", f"replay:{both}", *TRACE, "--rate", "60", "--record", str(out)]
+    argv = ["live", f"replay:{both}", *TRACE, "--rate", "60", "--record", str(out), "--hot"]
     assert main([*argv, "--subject", "alice", "--subject", "bob", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["subjects"] == ["alice", "bob"]
+    assert summary["subjects"] == ["alice", "bob"] and summary["hot"] is True
     alice, bob = (SMPLMotion.load(tmp_path / f"rec_{n}.npz") for n in ("alice", "bob"))
     assert alice.num_frames == bob.num_frames == summary["processed"]
     assert np.mean(bob.trans[:, 0] - alice.trans[:, 0]) == pytest.approx(2.0, abs=0.2)

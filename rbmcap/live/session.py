@@ -97,6 +97,7 @@ class LiveSession:
         self.before_posing = before_posing
         self.stats = LiveStats()
         self.streams: list[SubjectStream] = []
+        self.group: SubjectGroup | None = None  # every subject's stream, posed together
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._open, self._ended, self._backoff = False, False, BACKOFF_S[0]

@@ -4,8 +4,9 @@ truth, on the synthetic sessions of ``tests/helpers/scenes_static.py``.
     python data_prep/measure_identifiability.py                      # the table of docs/history.md
     python data_prep/measure_identifiability.py --clips 005_02 --frames 160 --plates exact
 
-Each row takes the motion frames of a session (a static then the CMU clip, ``large`` physical
-offsets), chosen as ``rbmcap calibrate`` chooses them, and runs the calibration's full stage
+Each row takes the motion frames of a session (a static then the CMU clip, or ``explore``:
+rbmcap's procedural range-of-motion take; ``large`` physical offsets), chosen as ``rbmcap
+calibrate`` chooses them, and runs the calibration's full stage
 (:meth:`rbmcap.calibrate.session.SessionFit._stage`, every pose and offset free, the subject's
 betas held) from the true poses and the true offsets, the offsets either exact or every plate
 moved by ``--perturb`` mm and half as many degrees. ``exact`` plates carry no soft-tissue wobble
@@ -47,19 +48,34 @@ def _exact_synths():
     return Synthesizer(body, "rbm14"), Synthesizer(body, "rbm14", load_realism(cfg))
 
 
+@functools.cache
+def _explore_motion(walk_frames, seed: int, clip: str = "explore"):
+    """rbmcap's procedural ``explore`` motion (every joint through random key poses inside its
+    limits, a range-of-motion take) in place of a CMU clip, the shape drawn as the scenes draw
+    it."""
+    from rbmcap.motion.procedural import generate, sample_betas
+
+    body = S._body()
+    betas = sample_betas(np.random.default_rng(seed), body.num_betas)[: body.num_betas]
+    motion = generate("explore", seed, fps=S.FPS, betas=betas, body=body)
+    return motion if walk_frames is None else motion[:walk_frames]
+
+
 def _row(clip: str, plates: str, frames: int, prior_weight: float, perturb_mm: float) -> list[str]:
     from rbmcap.baseline.prior import default_pose_prior
     from rbmcap.calibrate import fit as F
     from rbmcap.calibrate.session import FitState, FitWeights, SessionFit
     from rbmcap.geometry import rotmat_geodesic_angle
 
-    realistic = S._synths
+    realistic, clips = S._synths, S.walk_motion
     if plates == "exact":
         S._synths = functools.cache(_exact_synths)
+    if clip == "explore":
+        S.walk_motion = _explore_motion
     try:
         session = S.static_then_walk("tpose", offsets="large", seed=0, clip=clip)
     finally:
-        S._synths = realistic
+        S._synths, S.walk_motion = realistic, clips
     names = session.names
     caps = F.session_captures(session.capture, names, session.synth.markers.name)
     chosen, (pos, rot, valid) = F._frames_used(caps, [session.motion], names, 0, frames)

@@ -30,9 +30,10 @@ from rbmcap.errors import RBMCapError
 
 MISS = (
     "a known miss: with motion in the fit, offsets come out within about 21-26 mm and 8-13 deg "
-    "at worst (10-15 mm and 4-6 deg on average), not 3 mm and 2 deg; started from the truth "
-    "itself the fit moves to 8.6 mm and 4.2 deg on average (soft-tissue wobble and the pose "
-    "prior); measured figures in docs/results.md"
+    "at worst (10-15 mm and 4-6 deg on average), not 3 mm and 2 deg; the plates do not "
+    "determine them that closely: on exact plates (no wobble, no noise) started at the truth "
+    "without a pose prior they move 14.5 mm and 6 deg on average with the plates still fitted "
+    "to 0.27 mm (data_prep/measure_identifiability.py; docs/results.md, docs/history.md)"
 )
 """Why the offset tests below are expected to fail (strictly: one that starts passing is
 reported)."""

@@ -27,6 +27,7 @@ thread.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import select
 import socket
@@ -82,18 +83,23 @@ def convert_bodies(
         identities).
     """
     quat = frame.quat.astype(np.float32)
-    norm2 = np.einsum("ij,ij->i", quat, quat)
-    valid = frame.tracked & (norm2 > 1e-12) & np.isfinite(norm2) & np.isfinite(frame.pos).all(1)
-    axes = _Y_UP if up == "y" else _Z_UP
-    if valid.all():
-        quat = quat / np.sqrt(norm2)[:, None]
-        pos = frame.pos.astype(np.float32) @ (np.float32(scale) * axes.T)
-    else:
-        quat = np.where(valid[:, None], quat / np.sqrt(np.where(valid, norm2, 1.0))[:, None], 0)
-        pos = np.where(valid[:, None], frame.pos, 0).astype(np.float32) @ (scale * axes.T)
-    rot = _rotmat(quat, _QUAT_PRODUCTS_Y_UP if up == "y" else _QUAT_PRODUCTS)
-    rot[~valid] = np.eye(3, dtype=np.float32)
-    return pos.astype(np.float32), rot, valid
+    n = len(quat)
+    products, to_metres = _conversion(up, scale)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # bad bodies: invalid
+        # Per body, in one product: its rotation matrix times |q|² (9 columns) and |q|² (10th).
+        scaled = (quat[:, :, None] * quat[:, None, :]).reshape(n, 16) @ products
+        norm2 = scaled[:, 9]
+        pos = frame.pos @ to_metres
+        finite = np.isfinite(scaled.sum() + pos.sum())
+        if n and frame.tracked.all() and norm2.min() > 1e-12 and finite:
+            rot = (scaled[:, :9] / norm2[:, None]).reshape(n, 3, 3)
+            return pos, rot, np.ones(n, dtype=bool)
+        valid = frame.tracked & (norm2 > 1e-12) & np.isfinite(norm2)
+        valid &= np.isfinite(frame.pos).all(1)
+        rot = scaled[:, :9] / np.where(valid, norm2, 1.0)[:, None]
+    rot = np.where(valid[:, None], rot, _EYE_FLAT).reshape(n, 3, 3)
+    pos = np.where(valid[:, None], pos, 0).astype(np.float32)
+    return pos, rot.astype(np.float32), valid
 
 
 def unitquat_to_rotmat(quat: np.ndarray) -> np.ndarray:
@@ -140,6 +146,20 @@ _QUAT_PRODUCTS_Y_UP = np.einsum("ar,krc->kac", _Y_UP, _QUAT_PRODUCTS.reshape(16,
     16, 9
 )
 """The products turned Y up to Z up: entry (a, c) of ``Y_UP @ R``."""
+
+_EYE_FLAT = np.eye(3, dtype=np.float32).reshape(1, 9)
+
+
+@functools.cache
+def _conversion(up: str, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(16, 10) quaternion products to a world-Z-up rotation matrix (9) and the squared norm, and
+    (3, 3) server position → metres, Z up (row vectors), for one server's axes and units."""
+    axes = _Y_UP if up == "y" else _Z_UP
+    rotation = _QUAT_PRODUCTS_Y_UP if up == "y" else _QUAT_PRODUCTS
+    norm = np.zeros((16, 1), np.float32)
+    norm[[0, 5, 10, 15]] = 1.0
+    products = np.ascontiguousarray(np.concatenate([rotation, norm], axis=1))
+    return products, np.ascontiguousarray((np.float32(scale) * axes.T).astype(np.float32))
 
 
 class NatNetSource:

@@ -329,3 +329,43 @@ def test_the_numpy_quaternion_conversion_is_romas():
     quat = roma.random_unitquat(64, dtype=torch.float64)
     expected = roma.unitquat_to_rotmat(quat).numpy()
     assert np.abs(unitquat_to_rotmat(quat.numpy()) - expected).max() < 1e-12
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["all-valid", "some-invalid"])
+def test_bodies_convert_as_roma_turns_their_normalised_quaternions(broken):
+    """Quaternions of any length give the rotation of their unit quaternion (roma's), turned Y
+    up to Z up; positions scale to metres; an untracked body, a zero or non-finite quaternion
+    and a non-finite position are invalid, with a zero position and the identity."""
+    from rbmcap.io.optitrack import Y_UP_TO_Z_UP
+
+    rng = np.random.default_rng(3)
+    n = 9
+    quat = rng.normal(size=(n, 4)) * rng.uniform(0.2, 5.0, (n, 1))
+    pos = rng.normal(size=(n, 3)) * 1000.0
+    tracked = np.ones(n, bool)
+    bad = []
+    if broken:
+        tracked[1] = False
+        quat[3] = 0.0
+        quat[5, 2] = np.inf
+        pos[7, 0] = np.nan
+        bad = [1, 3, 5, 7]
+    frame = nn.FrameOfData(
+        1,
+        0.0,
+        np.arange(n, dtype=np.int32),
+        pos.astype(np.float32),
+        quat.astype(np.float32),
+        tracked,
+        np.zeros(n, np.float32),
+    )
+    got_pos, got_rot, valid = convert_bodies(frame, "y", scale=0.001)
+    assert got_pos.dtype == np.float32 and got_rot.dtype == np.float32
+    assert valid.tolist() == [i not in bad for i in range(n)]
+    good = [i for i in range(n) if i not in bad]
+    q = torch.as_tensor(quat[good].astype(np.float32), dtype=torch.float64)
+    expected = Y_UP_TO_Z_UP @ roma.unitquat_to_rotmat(q / q.norm(dim=-1, keepdim=True)).numpy()
+    np.testing.assert_allclose(got_rot[good], expected, atol=2e-6)
+    np.testing.assert_allclose(got_pos[good], pos[good] @ Y_UP_TO_Z_UP.T * 0.001, rtol=1e-5)
+    np.testing.assert_array_equal(got_rot[bad], np.broadcast_to(np.eye(3), (len(bad), 3, 3)))
+    np.testing.assert_array_equal(got_pos[bad], np.zeros((len(bad), 3)))

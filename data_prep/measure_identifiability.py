@@ -72,8 +72,8 @@ def _row(clip: str, plates: str, frames: int, prior_weight: float, perturb_mm: f
         S._synths = functools.cache(_exact_synths)
     if clip == "explore":
         S.walk_motion = _explore_motion
-    try:
-        session = S.static_then_walk("tpose", offsets="large", seed=0, clip=clip)
+    try:  # built afresh (not the cached scene): the plates depend on what was swapped in
+        session = S.static_then_walk.__wrapped__("tpose", offsets="large", seed=0, clip=clip)
     finally:
         S._synths, S.walk_motion = realistic, clips
     names = session.names

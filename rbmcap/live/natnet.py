@@ -89,7 +89,7 @@ def convert_bodies(
         # Per body, in one product: its rotation matrix times |q|² (9 columns) and |q|² (10th).
         scaled = (quat[:, :, None] * quat[:, None, :]).reshape(n, 16) @ products
         norm2 = scaled[:, 9]
-        pos = frame.pos @ to_metres
+        pos = frame.pos.astype(np.float32, copy=False) @ to_metres
         finite = np.isfinite(scaled.sum() + pos.sum())
         if n and frame.tracked.all() and norm2.min() > 1e-12 and finite:
             rot = (scaled[:, :9] / norm2[:, None]).reshape(n, 3, 3)
@@ -156,10 +156,8 @@ def _conversion(up: str, scale: float) -> tuple[np.ndarray, np.ndarray]:
     (3, 3) server position → metres, Z up (row vectors), for one server's axes and units."""
     axes = _Y_UP if up == "y" else _Z_UP
     rotation = _QUAT_PRODUCTS_Y_UP if up == "y" else _QUAT_PRODUCTS
-    norm = np.zeros((16, 1), np.float32)
-    norm[[0, 5, 10, 15]] = 1.0
-    products = np.ascontiguousarray(np.concatenate([rotation, norm], axis=1))
-    return products, np.ascontiguousarray((np.float32(scale) * axes.T).astype(np.float32))
+    norm = np.eye(4, dtype=np.float32).reshape(16, 1)  # q_x² + q_y² + q_z² + q_w²
+    return np.concatenate([rotation, norm], axis=1), np.float32(scale) * axes.T
 
 
 class NatNetSource:

@@ -3,7 +3,10 @@
 The default configuration (``rbmcap/conf/train.yaml``: rbm14, kinematic features, relative-position
 transformer, geodesic loss, Adam) is built on the stand-in body; full optimisation steps
 (features, forward, losses, backward, Adam) run on batches of the reference size (15 windows of
-120 frames) made from a synthesised procedural motion.
+120 frames) made from a synthesised procedural motion. The same steps are timed again under
+bfloat16 autocast, as ``trainer.precision=bf16-mixed`` runs them (the network in bfloat16, the
+rest in float32), in the same process: the ratio says whether mixed precision pays on this CPU
+(it does where the CPU has bfloat16 instructions; elsewhere it is emulated and slower).
 """
 
 from __future__ import annotations
@@ -56,19 +59,25 @@ def run(quick: bool = False) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=float(cfg.optim.lr))
     model.train()
 
-    def step():
-        out = model(batch["pos"], batch["rot"], batch["valid"])
-        loss = model._losses(out, batch)[0]["total"]
+    def step(bf16: bool = False):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = model(batch["pos"], batch["rot"], batch["valid"])
+            loss = model._losses(out, batch)[0]["total"]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
 
-    step()  # warm-up
     steps = 3 if quick else 10
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    seconds = (time.perf_counter() - start) / steps
+
+    def timed(bf16: bool) -> float:
+        step(bf16)  # warm-up
+        start = time.perf_counter()
+        for _ in range(steps):
+            step(bf16)
+        return (time.perf_counter() - start) / steps
+
+    seconds = timed(False)
+    seconds_bf16 = timed(True)
     with torch.no_grad():
         model.eval()
         start = time.perf_counter()
@@ -85,4 +94,6 @@ def run(quick: bool = False) -> dict:
         "windows_per_second": bs / seconds,
         "frames_per_second": bs * window / seconds,
         "inference_frames_per_second": bs * window / infer,
+        "bf16_mixed_frames_per_second": bs * window / seconds_bf16,
+        "bf16_mixed_speedup": seconds / seconds_bf16,
     }

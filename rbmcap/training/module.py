@@ -7,10 +7,16 @@ J0(betas)). Losses (weights in config): a rotation loss on the 24 local
 rotations (geodesic by default), L1 on betas, L2 on translation and a forward-kinematics joint
 position term. Hyper-parameters are stored as plain data so checkpoints load with
 ``torch.load(weights_only=True)``.
+
+Under mixed precision (``trainer.precision=bf16-mixed`` or ``16-mixed``) only the network runs in
+half precision: the features, the decoding (rotations, the plate fit's linear solve, forward
+kinematics) and the losses run in float32, since a rotation or a position in metres held in
+bfloat16 is off by millimetres and the plate fit's solve has no half-precision kernel.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -220,8 +226,11 @@ class RBMRegressor(L.LightningModule):
         ``betas`` (B, T, num_betas), ``trans`` (B, T, 3), and ``raw_root`` / ``raw_trans`` in
         the network's own frame, with ``context`` for the loss.
         """
-        x, ctx = self.encoder(pos, rot, valid)
-        return self.decode_outputs(self.net(x), ctx)
+        with full_precision(pos):
+            x, ctx = self.encoder(pos, rot, valid)
+        y = self.net(x)
+        with full_precision(pos):
+            return self.decode_outputs(y.float(), ctx)
 
     def decode_outputs(
         self, y: torch.Tensor, ctx, betas: torch.Tensor | None = None, fit_carry=None
@@ -281,6 +290,10 @@ class RBMRegressor(L.LightningModule):
         return true_rot, betas, batch["trans"], batch["joints"]
 
     def _losses(self, out, batch) -> dict[str, torch.Tensor]:
+        with full_precision(batch["poses"]):
+            return self._float_losses(out, batch)
+
+    def _float_losses(self, out, batch) -> dict[str, torch.Tensor]:
         true_rot, betas, trans, joints = self._targets(batch)
         pred_joints = self.joint_model(out["rotmats"], out["betas"], out["trans"])
         terms = {
@@ -346,7 +359,11 @@ class RBMRegressor(L.LightningModule):
 
     def validation_step(self, batch, batch_idx):
         out = self(batch["pos"], batch["rot"], batch["valid"])
-        terms, pred_joints = self._losses(out, batch)
+        with full_precision(batch["poses"]):
+            self._log_validation(out, batch)
+
+    def _log_validation(self, out, batch) -> None:
+        terms, pred_joints = self._float_losses(out, batch)
         true_rot = roma.rotvec_to_rotmat(batch["poses"])
         n = batch["pos"].shape[0]
         self.log("val/loss", terms["total"], batch_size=n, sync_dist=True)
@@ -380,6 +397,12 @@ class RBMRegressor(L.LightningModule):
         scheduler = _instantiate("optim.scheduler", cfg["scheduler"], optimizer, total)
         schedule = {"scheduler": scheduler, "interval": "step"}
         return {"optimizer": optimizer, "lr_scheduler": schedule}
+
+
+def full_precision(like: torch.Tensor) -> contextlib.AbstractContextManager:
+    """A block where autocast is off on ``like``'s device: everything in it runs in the inputs'
+    own precision (float32) under a mixed-precision trainer."""
+    return torch.autocast(device_type=like.device.type, enabled=False)
 
 
 def _instantiate(name: str, node: dict[str, Any], *args):

@@ -50,6 +50,8 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
             "windows_per_second",
             "frames_per_second",
             "inference_frames_per_second",
+            "bf16_mixed_frames_per_second",
+            "bf16_mixed_speedup",
         },
     ),
     "infer": (

@@ -157,6 +157,32 @@ def test_claims_are_judged_from_the_averages():
     assert got["hybrid3"]["value"] == pytest.approx(0.25)
 
 
+def test_when_the_hybrid_reached_the_baseline_is_read_off_its_curve():
+    """Its whole budget may run over the fraction while the baseline's MPJPE was reached well
+    within it: the first recorded iteration count at or below it, network pass included."""
+    from rbmcap.evaluation.report import claim_line, claims
+
+    avg = {
+        "network": {"mpjpe_mm": 30.0, "ms_per_frame": 0.2},
+        "baseline_6dof": {"mpjpe_mm": 10.5, "ms_per_frame": 20.0},
+        "hybrid": {"mpjpe_mm": 10.3, "ms_per_frame": 4.1},
+    }
+    curve = {
+        "iterations": [0, 1, 2, 5, 10, 20, 23],
+        "ms_per_frame": [0.1, 0.3, 0.5, 1.1, 1.9, 3.5, 3.9],
+        "mpjpe_mm": [30.0, 20.0, 15.0, 12.0, 10.6, 10.4, 10.3],
+    }
+    got = claims(avg, {"hybrid": curve})
+    whole, reach = got[-2], got[-1]
+    assert whole["value"] == pytest.approx(0.205) and not whole["holds"]
+    assert reach["value"] == pytest.approx((3.5 + 0.2) / 20.0) and reach["holds"]
+    assert reach["iterations"] == 20 and "at 20 iterations" in claim_line(reach)
+    curve["mpjpe_mm"][-2:] = [10.51, 10.51]  # never at or below 10.5
+    never = claims(avg, {"hybrid": curve})[-1]
+    assert never["value"] is None and never["holds"] is False and "never" in claim_line(never)
+    assert len(claims(avg)) == len(got) - 1  # without the curve the claim is not made
+
+
 def test_hybrid_budget_fits_a_fifth_of_the_baseline_time():
     from rbmcap.evaluation.methods import hybrid_budget
     from rbmcap.evaluation.results import MethodResult

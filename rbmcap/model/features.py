@@ -1,6 +1,6 @@
 """Input features: RBM observations → network inputs, and network outputs → world SMPL.
 
-Six encodings (docs/architecture.md#the-network), chosen by config:
+Seven encodings (docs/architecture.md#the-network), chosen by config:
 
 - ``raw``: world positions and rotations (6D) of every plate.
 - ``paper``: positions relative to the root (chest) plate, orientations relative to the parent
@@ -27,6 +27,11 @@ Six encodings (docs/architecture.md#the-network), chosen by config:
   shares a turn differently between those joints, it keeps the procedural split; with
   ``anchored`` it learns those joints from the plates everywhere (docs/history.md, "Which
   prior").
+- ``reach``: as ``anchored``, with each plate's position relative to its parent plate expressed
+  in the parent's bone frame (the parent plate's rotation times the inverse of its rest
+  orientation) added: the arm from one plate to the next as the parent segment sees it, which
+  turns with the joint between them and not with the body, and does not depend on how the child
+  plate is turned on its segment (docs/history.md, "Positions in the parent's frame").
 
 Every encoding appends the validity mask per plate and zeroes a missing plate's features, so a
 missing marker is *masked*, never zeros posing as data; the reference is the root plate, so
@@ -49,8 +54,8 @@ from rbmcap.errors import ConfigError
 from rbmcap.geometry.plates_to_bones import KinematicPrior
 from rbmcap.model.rotation6d import matrix_to_rotation_6d as matrix_to_6d
 
-FEATURE_KINDS = ("raw", "paper", "canonical", "kinematic", "bones", "anchored")
-KINEMATIC_KINDS = ("kinematic", "bones", "anchored")
+FEATURE_KINDS = ("raw", "paper", "canonical", "kinematic", "bones", "anchored", "reach")
+KINEMATIC_KINDS = ("kinematic", "bones", "anchored", "reach")
 """Kinds whose features and prior start from each plate's bone rotation."""
 
 
@@ -159,7 +164,7 @@ class FeatureEncoder(torch.nn.Module):
     def dim(self) -> int:
         """Feature size per frame."""
         n = self.num_markers
-        per_marker = 16 if self.kind in KINEMATIC_KINDS else 10
+        per_marker = {"reach": 19}.get(self.kind, 16 if self.kind in KINEMATIC_KINDS else 10)
         extra = 9 if self.kind == "paper" else 0 if self.kind == "raw" else 1
         return n * per_marker + extra + self.prior_features
 
@@ -196,10 +201,14 @@ class FeatureEncoder(torch.nn.Module):
                 feats = [local_pos, matrix_to_6d(ht @ rot)]
             else:
                 bone = rot @ self.rest_inv
-                spans = bone[..., self.parent_idx, :, :].transpose(-1, -2) @ bone
+                parent_bones_t = bone[..., self.parent_idx, :, :].transpose(-1, -2)
+                spans = parent_bones_t @ bone
                 both = mask * mask[..., self.parent_idx, :]
                 heading_bone = ht @ bone
                 feats = [local_pos, matrix_to_6d(heading_bone), matrix_to_6d(spans) * both]
+                if self.kind == "reach":
+                    arm = (pos - pos[..., self.parent_idx, :])[..., None]
+                    feats.append((parent_bones_t @ arm)[..., 0] * both)
             extra = [root_pos[..., 2:3]]
             if self.prior is not None:
                 ctx.prior, ctx.pelvis = self.prior(heading_bone, local_pos, valid)

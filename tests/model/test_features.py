@@ -42,7 +42,7 @@ def _encoder(kind: str) -> FeatureEncoder:
     shift=st.tuples(*[st.floats(-5, 5)] * 3),
     seed=st.integers(0, 1000),
 )
-@pytest.mark.parametrize("kind", ["canonical", "kinematic"])
+@pytest.mark.parametrize("kind", ["canonical", "kinematic", "reach"])
 def test_heading_features_are_invariant_to_global_yaw_and_translation(kind, yaw, shift, seed):
     enc = _encoder(kind)
     pos, rot, valid = _inputs(seed)
@@ -97,6 +97,37 @@ def test_kinematic_features_recover_a_rigidly_carried_bone_rotation():
     got = x.reshape(1, 1, -1)[..., : 14 * 16].reshape(1, 1, 14, 16)[..., 3:9]
     expected = heading_bone[..., :, :2].transpose(-1, -2).reshape(1, 1, 14, 6)
     assert torch.allclose(got, expected, atol=1e-5)
+
+
+def _reach_block(x: torch.Tensor) -> torch.Tensor:
+    """The ``reach`` features' arms (..., 14, 3) out of their per-frame vector."""
+    return x[..., : 14 * 19].unflatten(-1, (14, 19))[..., 15:18]
+
+
+def test_reach_is_each_plates_arm_in_its_parents_bone_frame():
+    """Plates rigid on their bones: the arm from the parent plate to each plate, turned into the
+    parent's bone frame, whatever the body's global rotation and place."""
+    gen = torch.Generator().manual_seed(5)
+    rest = roma.rotvec_to_rotmat(torch.randn(14, 3, generator=gen))
+    enc = FeatureEncoder("reach", PARENTS, rest)
+    bone = roma.rotvec_to_rotmat(torch.randn(1, 1, 14, 3, generator=gen))
+    pos = torch.randn(1, 1, 14, 3, generator=gen)
+    valid = torch.ones(1, 1, 14, dtype=torch.bool)
+    x, _ = enc(pos, bone @ rest, valid)
+    parent = torch.tensor([p if p >= 0 else i for i, p in enumerate(PARENTS)])
+    arm = pos - pos[..., parent, :]
+    expected = (bone[..., parent, :, :].transpose(-1, -2) @ arm[..., None])[..., 0]
+    assert torch.allclose(_reach_block(x), expected, atol=1e-5)
+    assert _reach_block(x)[..., 1, :].abs().max() == 0  # the root has no parent
+    # any global rotation (not only a yaw) and shift leaves the arms as they are
+    turn = roma.rotvec_to_rotmat(torch.randn(3, generator=gen))
+    moved = (turn @ pos[..., None])[..., 0] + torch.randn(3, generator=gen)
+    y, _ = enc(moved, turn @ bone @ rest, valid)
+    assert torch.allclose(_reach_block(y), expected, atol=1e-5)
+    # a hidden parent hides its children's arms
+    valid[..., 3] = False  # left forearm: parent of the left hand
+    z, _ = enc(pos, bone @ rest, valid)
+    assert _reach_block(z)[..., 4, :].abs().max() == 0
 
 
 def test_unknown_feature_kind_is_a_config_error():

@@ -3,7 +3,8 @@
 * ``from-bvh FILE --out OUT.npz [--joint-map YAML] [--fps 60]``
 * ``from-bvh DIR --out MOTIONS_DIR [--joint-map NAME] [--split SUBJECT=SPLIT ...]`` (a motions
   folder split by subject, added to any other sub-datasets already in MOTIONS_DIR)
-* ``procedural --out DIR --num N --seed S [--kinds ...] [--fps 60] [--subjects K]``
+* ``procedural --out DIR --num N --seed S [--kinds ...] [--fps 60] [--subjects K]
+  [--shape-std 0.8] [--shape-clip 2]``
 * ``info FILE [--json] [--model PATH]``
 * ``render FILE --out anim.gif [--fps 15] [--max-frames 150]``
 """
@@ -35,6 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         help="body shapes to spread the motions over (default num/4, at most 50)",
+    )
+    p.add_argument("--shape-std", type=float, default=0.8, help="betas ~ N(0, std²) (default 0.8)")
+    p.add_argument(
+        "--shape-clip", type=float, default=2.0, help="betas clipped to ±clip (default 2)"
     )
     p.add_argument("--fps", type=float, default=60.0, help="frame rate (default 60)")
     p.add_argument("--quiet", action="store_true", help="print only the summary line")
@@ -179,6 +184,8 @@ def _procedural(args: argparse.Namespace) -> int:
         kinds=args.kinds,
         fps=args.fps,
         num_subjects=args.subjects,
+        shape_std=args.shape_std,
+        shape_clip=args.shape_clip,
         progress=progress,
     )
     print(f"{args.out}: wrote {len(paths)} motions and splits/{{train,val,test}}.txt")

@@ -15,6 +15,7 @@ Both classes are the ``_target_`` of the ``data`` configuration group (``conf/da
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,10 @@ class MotionRecipe:
     name no actor) and ``splits`` (subject → val/test; other subjects train), retargeted with
     :func:`rbmcap.motion.folder.build_motion_folder` into ``motions_dir/<dir name>/`` and merged
     into the split lists.
+
+    ``shape`` spreads the procedural body shapes (``std``, ``clip`` of
+    :func:`rbmcap.motion.procedural.sample_betas`; default 0.8 and 2). The folder names do not
+    carry it, so the motions and the dataset record it and refuse a recipe asking another.
     """
 
     motions_dir: str | Path
@@ -53,6 +58,40 @@ class MotionRecipe:
     seed: int
     subjects: int
     bvh: Sequence[Mapping[str, Any]]
+    shape: Mapping[str, float] | None = None
+
+    def shape_spread(self) -> dict[str, float]:
+        """``shape`` with its defaults filled in: {"std": ..., "clip": ...}."""
+        from rbmcap.motion.procedural.library import SHAPE_CLIP, SHAPE_STD
+
+        given = dict(self.shape or {})
+        unknown = sorted(set(given) - {"std", "clip"})
+        if unknown:
+            raise ConfigError(f"data.generate.shape: unknown key(s) {', '.join(unknown)}")
+        return {
+            "std": float(given.get("std", SHAPE_STD)),
+            "clip": float(given.get("clip", SHAPE_CLIP)),
+        }
+
+
+RECIPE_RECORD = "recipe.json"
+"""The procedural shape spread a dataset was made with, beside its ``manifest.json``."""
+
+
+def check_shape_record(record: Path, wanted: Mapping[str, float], what: str) -> None:
+    """ConfigError when the JSON ``record`` (a missing one: the defaults, which were the only
+    spread before it was recorded) names a shape spread other than ``wanted``."""
+    from rbmcap.motion.procedural.library import SHAPE_CLIP, SHAPE_STD
+
+    made = {"std": SHAPE_STD, "clip": SHAPE_CLIP}
+    if record.is_file():
+        made = json.loads(record.read_text()).get("shape", made)
+    if any(abs(float(made[k]) - float(wanted[k])) > 1e-9 for k in ("std", "clip")):
+        raise ConfigError(
+            f"{what}: made with body shapes of std {made['std']} clipped to ±{made['clip']}, "
+            f"but data.generate.shape asks std {wanted['std']} clipped to ±{wanted['clip']}; "
+            "give data.path and data.generate.motions_dir new folders"
+        )
 
 
 def make_dataset(
@@ -101,14 +140,18 @@ def make_dataset(
             ),
             body=body_model,
         )
+    (path / RECIPE_RECORD).write_text(json.dumps({"shape": recipe.shape_spread()}) + "\n")
 
 
 def add_procedural_motions(motions: Path, recipe: MotionRecipe, fps: float, body) -> None:
     """Generate the ``recipe``'s procedural motions at ``fps`` Hz on ``body`` into ``motions``
     unless it already holds motions (see :class:`MotionRecipe`)."""
-    from rbmcap.motion.procedural.library import generate_library
+    from rbmcap.motion.procedural.library import DATASET_NAME, LIBRARY_RECORD, generate_library
 
+    shape = recipe.shape_spread()
     if motions.is_dir() and any(motions.rglob("*.npz")):
+        if recipe.num > 0 and (motions / DATASET_NAME).is_dir():
+            check_shape_record(motions / DATASET_NAME / LIBRARY_RECORD, shape, str(motions))
         return
     log.info(
         "generating %d procedural motions into %s (seed %d)",
@@ -122,6 +165,8 @@ def add_procedural_motions(motions: Path, recipe: MotionRecipe, fps: float, body
         recipe.seed,
         fps=fps,
         num_subjects=recipe.subjects or None,
+        shape_std=shape["std"],
+        shape_clip=shape["clip"],
         body=body,
     )
 
@@ -311,8 +356,13 @@ class RBMDataModule(L.LightningDataModule):
         return (self.path / "manifest.json").is_file()
 
     def prepare_data(self) -> None:
-        """Make the dataset from ``generate`` if ``path`` has none (one process per node)."""
+        """Make the dataset from ``generate`` if ``path`` has none (one process per node); refuse
+        an existing one made with another body-shape spread than ``generate`` asks."""
         if self.has_dataset():
+            if self.generate is not None and self.generate.num > 0:
+                check_shape_record(
+                    self.path / RECIPE_RECORD, self.generate.shape_spread(), str(self.path)
+                )
             return
         if self.generate is None:
             raise DataError(

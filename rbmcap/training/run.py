@@ -20,6 +20,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rbmcap.checkpoint import load_weights
+from rbmcap.motion.procedural.library import SHAPE_CLIP, SHAPE_STD
 from rbmcap.training.data import RBMDataModule
 
 log = logging.getLogger("rbmcap.train")
@@ -130,6 +131,9 @@ def run_record(cfg: DictConfig, command: str | None) -> dict[str, Any]:
             "seed": int(gen.seed),
             "subjects": int(gen.get("subjects") or 0),
         }
+        shape = {k: float(v) for k, v in dict(gen.get("shape") or {}).items()}
+        if shape and shape != {"std": SHAPE_STD, "clip": SHAPE_CLIP}:
+            recipe["procedural"]["shape"] = shape  # recorded where it is not the default
         bvh = OmegaConf.to_container(gen.bvh, resolve=True) if gen.get("bvh") else []
         recipe["real"] = [
             {

@@ -9,6 +9,7 @@ whole subjects to splits (so test bodies are unseen), readable by
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -43,14 +44,28 @@ KINDS: dict[str, Generator] = {
 GAIT_KINDS = ("walk", "run", "walk_turn", "turn_in_place")
 DATASET_NAME = "Procedural"
 NUM_STORED_BETAS = 16  # as AMASS's SMPL+H files
-_SHAPE_STD = 0.8
-_SHAPE_CLIP = 2.0
+SHAPE_STD = 0.8
+SHAPE_CLIP = 2.0
+LIBRARY_RECORD = "library.json"
+"""What :func:`generate_library` was asked, written into its ``Procedural`` folder."""
 
 
-def sample_betas(rng: np.random.Generator, num_betas: int) -> np.ndarray:
-    """A plausible body shape: the model's betas ~ N(0, 0.8²) clipped to ±2, padded to 16."""
+def sample_betas(
+    rng: np.random.Generator,
+    num_betas: int,
+    *,
+    std: float = SHAPE_STD,
+    clip: float = SHAPE_CLIP,
+) -> np.ndarray:
+    """A body shape: the model's betas ~ N(0, ``std``²) clipped to ±``clip``, padded to 16.
+
+    The defaults (0.8, ±2) keep to plausible adult proportions of the stand-in; wider spreads
+    reach the shapes of docs/history.md "Body shapes beyond the training range".
+    """
+    if not (std >= 0.0 and clip > 0.0):
+        raise ConfigError(f"shape spread must have std >= 0 and clip > 0, got {std} and {clip}")
     betas = np.zeros(max(NUM_STORED_BETAS, num_betas))
-    betas[:num_betas] = np.clip(rng.normal(0.0, _SHAPE_STD, num_betas), -_SHAPE_CLIP, _SHAPE_CLIP)
+    betas[:num_betas] = np.clip(rng.normal(0.0, std, num_betas), -clip, clip)
     return betas
 
 
@@ -115,6 +130,8 @@ def generate_library(
     kinds: Sequence[str] | None = None,
     fps: float = 60.0,
     num_subjects: int | None = None,
+    shape_std: float = SHAPE_STD,
+    shape_clip: float = SHAPE_CLIP,
     body=None,
     progress: Callable[[int, int, Path], None] | None = None,
 ) -> list[Path]:
@@ -129,6 +146,8 @@ def generate_library(
         num_subjects: body shapes to spread the motions over (default ``max(1, num // 4)``,
             at most 50; at most ``num``). Whole subjects go to one split, so a network learns
             body shape from the training subjects only: give it many to generalise.
+        shape_std, shape_clip: each subject's betas ~ N(0, ``shape_std``²) clipped to
+            ±``shape_clip`` (:func:`sample_betas`).
         body: body model (default the stand-in).
         progress: called with (index, num, path) after each file.
 
@@ -139,8 +158,13 @@ def generate_library(
     out = Path(out)
     body = body if body is not None else standin_body()
     n_subj = num_subjects or min(50, max(1, num // 4))
-    subject_betas, motion_seeds, subject_of, splits = _draw_plan(seed, num, n_subj, body.num_betas)
+    shape = {"std": float(shape_std), "clip": float(shape_clip)}
+    subject_betas, motion_seeds, subject_of, splits = _draw_plan(
+        seed, num, n_subj, body.num_betas, shape
+    )
     _write_shapes(out / DATASET_NAME, subject_betas, body)
+    record = {"num": num, "seed": seed, "subjects": n_subj, "shape": shape}
+    (out / DATASET_NAME / LIBRARY_RECORD).write_text(json.dumps(record, indent=1) + "\n")
     limits = JointLimits.load()
     written, lists = [], {"train": [], "val": [], "test": []}
     for i in range(num):
@@ -181,11 +205,11 @@ def _checked_kinds(kinds: Sequence[str] | None, num: int, num_subjects: int | No
     return kinds
 
 
-def _draw_plan(seed: int, num: int, n_subj: int, num_betas: int):
-    """From the master seed, in this order: each subject's betas, each motion's seed, each
-    motion's subject and each subject's split."""
+def _draw_plan(seed: int, num: int, n_subj: int, num_betas: int, shape: dict[str, float]):
+    """From the master seed, in this order: each subject's betas (``shape``: ``std``, ``clip``),
+    each motion's seed, each motion's subject and each subject's split."""
     master = np.random.default_rng(seed)
-    subject_betas = [sample_betas(master, num_betas) for _ in range(n_subj)]
+    subject_betas = [sample_betas(master, num_betas, **shape) for _ in range(n_subj)]
     motion_seeds = master.integers(0, 2**31 - 1, size=num)
     subject_of = master.permutation(np.arange(num) % n_subj)
     return subject_betas, motion_seeds, subject_of, _subject_splits(n_subj, master)

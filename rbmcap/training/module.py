@@ -194,8 +194,8 @@ class RBMRegressor(L.LightningModule):
             return None
         if not (self.encoder.predicts_in_heading_frame and self.global_rotations):
             raise ConfigError(
-                "plate_fit needs heading-frame features (canonical, kinematic, "
-                "bones) and global rotations"
+                "plate_fit needs heading-frame features (canonical, kinematic, bones, "
+                "anchored, reach) and global rotations"
             )
         sd = torch.as_tensor(shapedirs, dtype=torch.float32)
         jm = self.joint_model

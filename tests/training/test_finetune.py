@@ -43,21 +43,36 @@ def test_no_experiment_starts_from_a_checkpoint():
         assert compose_train(f"experiment={name}").init_from is None, name
 
 
-def test_init_from_resolves_a_shipped_model(standin, caplog):
-    cfg = compose_train("experiment=standin_rbm14", "features=kinematic")
+def test_init_from_resolves_a_shipped_model(standin, caplog, tmp_path):
+    cfg = compose_train("experiment=standin_rbm14")
     model = build_model(cfg, standin, configured_markers(cfg))
     before = {k: v.clone() for k, v in model.state_dict().items()}
     with caplog.at_level("WARNING", logger="rbmcap.train"):
         load_initial_weights(model, "standin-rbm14")
     changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
     assert len(changed) > 10
-    # the shipped model reads anchored features, this run kinematic ones: the run says so
-    assert "trained on anchored features; this run uses kinematic" in caplog.text
-    caplog.clear()
-    cfg = compose_train("experiment=standin_rbm14")
-    with caplog.at_level("WARNING", logger="rbmcap.train"):
-        load_initial_weights(build_model(cfg, standin, configured_markers(cfg)), "standin-rbm14")
     assert "features" not in caplog.text
+    # features of another width (the shipped model reads reach): one clear error
+    cfg = compose_train("experiment=standin_rbm14", "features=kinematic")
+    with pytest.raises(ConfigError, match="init_from=standin-rbm14: another architecture"):
+        load_initial_weights(build_model(cfg, standin, configured_markers(cfg)), "standin-rbm14")
+    # features of the same width (anchored and kinematic): the weights load, and the run says
+    # the inputs differ
+    caplog.clear()
+    cfg = compose_train("experiment=standin_rbm14", "features=anchored")
+    anchored = build_model(cfg, standin, configured_markers(cfg))
+    kinematic = build_model(
+        compose_train("experiment=standin_rbm14", "features=kinematic"),
+        standin,
+        configured_markers(cfg),
+    )
+    path = tmp_path / "anchored.ckpt"
+    torch.save(
+        {"state_dict": anchored.state_dict(), "hyper_parameters": dict(anchored.hparams)}, path
+    )
+    with caplog.at_level("WARNING", logger="rbmcap.train"):
+        load_initial_weights(kinematic, path)
+    assert "trained on anchored features; this run uses kinematic" in caplog.text
 
 
 def test_oversampled_sequences_repeat_their_windows(tiny_dataset):

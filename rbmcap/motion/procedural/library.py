@@ -163,13 +163,11 @@ def generate_library(
         seed, num, n_subj, body.num_betas, shape
     )
     _write_shapes(out / DATASET_NAME, subject_betas, body)
-    record = {"num": num, "seed": seed, "subjects": n_subj, "shape": shape}
-    (out / DATASET_NAME / LIBRARY_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    _write_record(out / DATASET_NAME, num=num, seed=seed, subjects=n_subj, shape=shape)
     limits = JointLimits.load()
     written, lists = [], {"train": [], "val": [], "test": []}
     for i in range(num):
-        kind = kinds[i % len(kinds)]
-        s = int(subject_of[i])
+        kind, s = kinds[i % len(kinds)], int(subject_of[i])
         rel = f"{DATASET_NAME}/S{s:02d}/{kind}_{i:04d}_poses.npz"
         motion = generate(
             kind,
@@ -181,13 +179,17 @@ def generate_library(
             limits=limits,
         )
         motion.source["subject"] = f"S{s:02d}"
-        path = motion.save(out / rel)
-        written.append(path)
+        written.append(motion.save(out / rel))
         lists[splits[s]].append(rel)
         if progress:
-            progress(i, num, path)
+            progress(i, num, written[-1])
     merge_split_lists(out / "splits", DATASET_NAME, lists)
     return written
+
+
+def _write_record(root: Path, **record) -> None:
+    """Write the library's recipe (count, seed, subjects, shape spread) beside its shapes."""
+    (root / LIBRARY_RECORD).write_text(json.dumps(record, indent=1) + "\n")
 
 
 def _checked_kinds(kinds: Sequence[str] | None, num: int, num_subjects: int | None) -> list[str]:

@@ -164,20 +164,13 @@ def generate_library(
     )
     _write_shapes(out / DATASET_NAME, subject_betas, body)
     _write_record(out / DATASET_NAME, num=num, seed=seed, subjects=n_subj, shape=shape)
-    limits = JointLimits.load()
+    opts = {"fps": fps, "body": body, "limits": JointLimits.load()}
     written, lists = [], {"train": [], "val": [], "test": []}
     for i in range(num):
         kind, s = kinds[i % len(kinds)], int(subject_of[i])
-        rel = f"{DATASET_NAME}/S{s:02d}/{kind}_{i:04d}_poses.npz"
-        motion = generate(
-            kind,
-            int(motion_seeds[i]),
-            fps=fps,
-            betas=subject_betas[s],
-            body=body,
-            name=f"{kind}_{i:04d}",
-            limits=limits,
-        )
+        name = f"{kind}_{i:04d}"
+        rel = f"{DATASET_NAME}/S{s:02d}/{name}_poses.npz"
+        motion = generate(kind, int(motion_seeds[i]), betas=subject_betas[s], name=name, **opts)
         motion.source["subject"] = f"S{s:02d}"
         written.append(motion.save(out / rel))
         lists[splits[s]].append(rel)

@@ -156,8 +156,13 @@ def test_few_poses_are_posed_exactly_as_many(standin):
 # ----------------------------------------------------------------------------- the stream
 @pytest.mark.parametrize(
     "overrides",
-    [(), ("plate_fit.enabled=true",), ("features=bones", "plate_fit.enabled=true")],
-    ids=["kinematic", "kinematic+fit", "bones+fit"],
+    [
+        (),
+        ("plate_fit.enabled=true",),
+        ("features=bones", "plate_fit.enabled=true"),
+        ("features=reach", "plate_fit.enabled=true"),
+    ],
+    ids=["kinematic", "kinematic+fit", "bones+fit", "reach+fit"],
 )
 def test_a_streamed_causal_gru_answers_as_offline_frame_by_frame(standin, overrides):
     """Rotations and translation (whose betas are the running mean over the past, and with the

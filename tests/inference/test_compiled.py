@@ -16,7 +16,7 @@ from rbmcap.inference import Predictor
 from rbmcap.inference.stream import FrameStep
 from rbmcap.paths import cache_dir
 
-STREAM = ("features=reach", "plate_fit.enabled=true")  # the shipped stream model's
+STREAM = ("features=reach", "plate_fit.enabled=true")  # the most operations of any features
 
 
 def _stream_model(standin, seed: int = 3):

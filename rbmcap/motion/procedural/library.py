@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rbmcap.atomic import write_text_atomic
 from rbmcap.errors import ConfigError
 from rbmcap.motion.amass import merge_split_lists
 from rbmcap.motion.kinematics import MotionKinematics, standin_body
@@ -182,7 +183,7 @@ def generate_library(
 
 def _write_record(root: Path, **record) -> None:
     """Write the library's recipe (count, seed, subjects, shape spread) beside its shapes."""
-    (root / LIBRARY_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    write_text_atomic(root / LIBRARY_RECORD, json.dumps(record, indent=1) + "\n")
 
 
 def _checked_kinds(kinds: Sequence[str] | None, num: int, num_subjects: int | None) -> list[str]:

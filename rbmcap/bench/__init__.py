@@ -8,6 +8,7 @@ machine's CPU count and torch's thread count.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import platform
 
@@ -30,6 +31,10 @@ def run_benchmark(name: str, **options) -> dict:
     if name not in BENCHMARKS:
         raise ConfigError(f"unknown benchmark {name!r}; known: {', '.join(sorted(BENCHMARKS))}")
     module = importlib.import_module(f"rbmcap.bench.{name}")
+    accepted = inspect.signature(module.run).parameters
+    refused = sorted(set(options) - set(accepted))
+    if refused:
+        raise ConfigError(f"benchmark {name!r} takes no {', '.join(refused)} option")
     result = {"benchmark": name, **module.run(**options)}
     result["machine"] = {
         "cpu_count": os.cpu_count(),

@@ -13,10 +13,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("name", help="one of: " + ", ".join(sorted(BENCHMARKS)))
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quick", action="store_true", help="fewer repetitions (for smoke tests)")
+    p.add_argument("--device", help="torch device (train, baseline; default cpu), e.g. cuda")
+    p.add_argument("--experiment", help="train: time this experiment's model (e.g. paper_rbm14)")
+    p.add_argument(
+        "--batches",
+        type=lambda text: tuple(int(x) for x in text.split(",")),
+        help="train: also time these batch sizes, e.g. 64,256",
+    )
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    result = run_benchmark(args.name, quick=args.quick)
+    given = {"device": args.device, "experiment": args.experiment, "batches": args.batches}
+    options = {k: v for k, v in given.items() if v is not None}
+    result = run_benchmark(args.name, quick=args.quick, **options)
     print_mapping(result, args.json)
     return 0

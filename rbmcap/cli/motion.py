@@ -4,7 +4,7 @@
 * ``from-bvh DIR --out MOTIONS_DIR [--joint-map NAME] [--split SUBJECT=SPLIT ...]`` (a motions
   folder split by subject, added to any other sub-datasets already in MOTIONS_DIR)
 * ``procedural --out DIR --num N --seed S [--kinds ...] [--fps 60] [--subjects K]
-  [--shape-std 0.8] [--shape-clip 2]``
+  [--shape-std 0.8] [--shape-clip 2] [--workers W]``
 * ``info FILE [--json] [--model PATH]``
 * ``render FILE --out anim.gif [--fps 15] [--max-frames 150]``
 """
@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--shape-clip", type=float, default=2.0, help="betas clipped to ±clip (default 2)"
     )
     p.add_argument("--fps", type=float, default=60.0, help="frame rate (default 60)")
+    p.add_argument(
+        "--workers", type=int, default=1, help="processes (the files are the same for any count)"
+    )
     p.add_argument("--quiet", action="store_true", help="print only the summary line")
     p.set_defaults(func=_procedural)
 
@@ -187,6 +190,7 @@ def _procedural(args: argparse.Namespace) -> int:
         shape_std=args.shape_std,
         shape_clip=args.shape_clip,
         progress=progress,
+        workers=args.workers,
     )
     print(f"{args.out}: wrote {len(paths)} motions and splits/{{train,val,test}}.txt")
     return 0

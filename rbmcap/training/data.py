@@ -51,6 +51,9 @@ class MotionRecipe:
     ``shape`` spreads the procedural body shapes (``std``, ``clip`` of
     :func:`rbmcap.motion.procedural.sample_betas`; default 0.8 and 2). The folder names do not
     carry it, so the motions and the dataset record it and refuse a recipe asking another.
+
+    ``workers`` processes make the procedural motions and synthesise the dataset; the data are
+    the same for any count, so it is in no folder name.
     """
 
     motions_dir: str | Path
@@ -59,6 +62,7 @@ class MotionRecipe:
     subjects: int
     bvh: Sequence[Mapping[str, Any]]
     shape: Mapping[str, float] | None = None
+    workers: int = 1
 
     def shape_spread(self) -> dict[str, float]:
         """``shape`` with its defaults filled in: {"std": ..., "clip": ...}."""
@@ -137,6 +141,7 @@ def make_dataset(
                 seed=recipe.seed,
                 progress=False,
                 split_lists=splits if splits.is_dir() else None,
+                workers=recipe.workers,
             ),
             body=body_model,
         )
@@ -168,6 +173,7 @@ def add_procedural_motions(motions: Path, recipe: MotionRecipe, fps: float, body
         shape_std=shape["std"],
         shape_clip=shape["clip"],
         body=body,
+        workers=recipe.workers,
     )
 
 

@@ -44,7 +44,7 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
         },
     ),
     "train": (
-        {"model", "features", "parameters_m", "batch", "window"},
+        {"model", "experiment", "device", "features", "parameters_m", "batch", "window"},
         {
             "seconds_per_step",
             "windows_per_second",
@@ -159,3 +159,24 @@ def test_unknown_benchmark_is_one_line_and_exit_2(capsys):
     assert main(["bench", "nosuch", "--quick"]) == 2
     err = capsys.readouterr().err
     assert "unknown benchmark 'nosuch'" in err and err.count("\n") == 1
+
+
+def test_bench_train_times_a_named_experiments_model_at_other_batch_sizes(capsys):
+    capsys.readouterr()
+    argv = ["bench", "train", "--quick", "--json", "--experiment", "standin_rbm14_stream"]
+    assert main([*argv, "--batches", "2,3"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["experiment"], result["model"]) == ("standin_rbm14_stream", "causal_gru")
+    assert (result["device"], result["batch"], result["window"]) == ("cpu", 16, 60)
+    rows = [(r["batch"], r["bf16_mixed"]) for r in result["by_batch"]]
+    assert rows == [(2, False), (2, True), (3, False), (3, True)]
+    for row in result["by_batch"]:
+        assert row["frames_per_second"] == pytest.approx(
+            row["batch"] * 60 / row["seconds_per_step"]
+        )
+
+
+def test_an_option_a_benchmark_does_not_take_is_one_line_and_exit_2(capsys):
+    assert main(["bench", "skinning", "--quick", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "benchmark 'skinning' takes no device option" in err and err.count("\n") == 1

@@ -156,6 +156,28 @@ def test_library_keeps_other_sub_datasets_in_the_split_lists(tmp_path, standin):
     assert len([x for x in lines if x.startswith("Procedural/")]) == 3
 
 
+def test_library_made_by_worker_processes_is_the_same_files_in_the_same_order(tmp_path, standin):
+    kw = {"kinds": ["arm_raise", "squat"], "fps": 30.0, "num_subjects": 2, "body": standin}
+    one = generate_library(tmp_path / "one", 4, seed=5, **kw)
+    seen: list[int] = []
+    two = generate_library(
+        tmp_path / "two", 4, seed=5, workers=2, progress=lambda i, n, p: seen.append(i), **kw
+    )
+    assert seen == [0, 1, 2, 3]
+    assert [p.relative_to(tmp_path / "two") for p in two] == [
+        p.relative_to(tmp_path / "one") for p in one
+    ]
+    for a, b in zip(one, two):
+        with np.load(a) as x, np.load(b) as y:
+            assert sorted(x.files) == sorted(y.files)
+            for key in x.files:
+                assert np.array_equal(x[key], y[key]), (b.name, key)
+    for split in ("train", "val", "test"):
+        assert (tmp_path / "two/splits" / f"{split}.txt").read_text() == (
+            tmp_path / "one/splits" / f"{split}.txt"
+        ).read_text()
+
+
 def test_unknown_kind_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="unknown motion kind 'moonwalk'"):
         generate("moonwalk", 0)

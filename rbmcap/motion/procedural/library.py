@@ -10,7 +10,10 @@ whole subjects to splits (so test bodies are unseen), readable by
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -135,6 +138,7 @@ def generate_library(
     shape_clip: float = SHAPE_CLIP,
     body=None,
     progress: Callable[[int, int, Path], None] | None = None,
+    workers: int = 1,
 ) -> list[Path]:
     """Write ``num`` motions cycling through ``kinds`` into an AMASS-like folder.
 
@@ -150,7 +154,10 @@ def generate_library(
         shape_std, shape_clip: each subject's betas ~ N(0, ``shape_std``²) clipped to
             ±``shape_clip`` (:func:`sample_betas`).
         body: body model (default the stand-in).
-        progress: called with (index, num, path) after each file.
+        progress: called with (index, num, path) after each file, in order.
+        workers: processes that make the motions (spawned, each loading ``body`` again from its
+            ``source``); every motion depends only on its own seed, so the files are the same
+            for any count.
 
     Returns:
         The written motion files, in order.
@@ -165,20 +172,64 @@ def generate_library(
     )
     _write_shapes(out / DATASET_NAME, subject_betas, body)
     _write_record(out / DATASET_NAME, num=num, seed=seed, subjects=n_subj, shape=shape)
-    opts = {"fps": fps, "body": body, "limits": JointLimits.load()}
-    written, lists = [], {"train": [], "val": [], "test": []}
-    for i in range(num):
-        kind, s = kinds[i % len(kinds)], int(subject_of[i])
-        name = f"{kind}_{i:04d}"
-        rel = f"{DATASET_NAME}/S{s:02d}/{name}_poses.npz"
-        motion = generate(kind, int(motion_seeds[i]), betas=subject_betas[s], name=name, **opts)
-        motion.source["subject"] = f"S{s:02d}"
-        written.append(motion.save(out / rel))
-        lists[splits[s]].append(rel)
+    jobs = [
+        (kinds[i % len(kinds)], i, int(motion_seeds[i]), int(subject_of[i])) for i in range(num)
+    ]
+    lists = {"train": [], "val": [], "test": []}
+    for kind, i, _, s in jobs:
+        lists[splits[s]].append(_relative_path(kind, i, s))
+    written = []
+    for i, path in enumerate(_make_motions(out, jobs, subject_betas, fps, body, workers)):
+        written.append(path)
         if progress:
-            progress(i, num, written[-1])
+            progress(i, num, path)
     merge_split_lists(out / "splits", DATASET_NAME, lists)
     return written
+
+
+def _relative_path(kind: str, i: int, subject: int) -> str:
+    return f"{DATASET_NAME}/S{subject:02d}/{kind}_{i:04d}_poses.npz"
+
+
+_WORKER: dict = {}
+
+
+def _make_motions(out: Path, jobs, subject_betas, fps: float, body, workers: int):
+    """Each job's motion file, in job order, made here or by ``workers`` spawned processes."""
+    betas = [subject_betas[job[3]] for job in jobs]
+    if max(1, int(workers)) == 1 or len(jobs) == 1:
+        opts = {"fps": fps, "body": body, "limits": JointLimits.load()}
+        for job, b in zip(jobs, betas):
+            yield _make_motion(out, job, b, opts)
+        return
+    threads = max(1, (os.cpu_count() or 1) // int(workers))
+    spec = (str(getattr(body, "source", "") or "standin"), getattr(body, "gender", "neutral"))
+    with ProcessPoolExecutor(
+        int(workers),
+        mp_context=get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(*spec, fps, threads),
+    ) as pool:
+        yield from pool.map(_make_motion, [out] * len(jobs), jobs, betas, chunksize=4)
+
+
+def _init_worker(body_spec: str, gender: str, fps: float, threads: int) -> None:
+    import torch
+
+    from rbmcap.body import load_body_model
+
+    torch.set_num_threads(threads)
+    body = load_body_model(body_spec, gender=gender)
+    _WORKER["opts"] = {"fps": fps, "body": body, "limits": JointLimits.load()}
+
+
+def _make_motion(out: Path, job, betas: np.ndarray, opts=None) -> Path:
+    """Write one planned motion (``job``: kind, index, seed, subject) of shape ``betas``."""
+    kind, i, seed, s = job
+    opts = opts or _WORKER["opts"]
+    motion = generate(kind, seed, betas=betas, name=f"{kind}_{i:04d}", **opts)
+    motion.source["subject"] = f"S{s:02d}"
+    return motion.save(out / _relative_path(kind, i, s))
 
 
 def _write_record(root: Path, **record) -> None:

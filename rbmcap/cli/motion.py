@@ -1,8 +1,9 @@
 """``rbmcap motion ...``: convert, generate, inspect and draw SMPL motions.
 
 * ``from-bvh FILE --out OUT.npz [--joint-map YAML] [--fps 60]``
-* ``from-bvh DIR --out MOTIONS_DIR [--joint-map NAME] [--split SUBJECT=SPLIT ...]`` (a motions
-  folder split by subject, added to any other sub-datasets already in MOTIONS_DIR)
+* ``from-bvh DIR --out MOTIONS_DIR [--joint-map NAME] [--split SUBJECT=SPLIT ...]
+  [--workers W]`` (a motions folder split by subject, added to any other sub-datasets already
+  in MOTIONS_DIR)
 * ``procedural --out DIR --num N --seed S [--kinds ...] [--fps 60] [--subjects K]
   [--shape-std 0.8] [--shape-clip 2] [--workers W]``
 * ``info FILE [--json] [--model PATH]``
@@ -105,6 +106,12 @@ def _add_from_bvh(cmds: argparse._SubParsersAction) -> None:
         help="folder input: a regular expression whose (?P<subject>...) group names each "
         "clip's subject (the unit --split holds out), for clips that name no actor",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="folder input: processes (the files are the same for any count)",
+    )
     p.set_defaults(func=_from_bvh)
 
 
@@ -167,6 +174,7 @@ def _from_bvh_folder(args: argparse.Namespace) -> int:
         body=_body(args.model),
         progress=progress,
         subject_pattern=args.subject_pattern,
+        workers=args.workers,
     )
     counts = ", ".join(f"{len(v)} {k}" for k, v in lists.items())
     print(f"{args.out}: wrote {sum(map(len, lists.values()))} motions ({counts}) and splits/")

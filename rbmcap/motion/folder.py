@@ -30,8 +30,10 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from rbmcap.body.pool import map_with_body
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.motion.amass import SPLITS, merge_split_lists
+from rbmcap.motion.kinematics import standin_body
 from rbmcap.motion.retarget import JointMap, bvh_to_motion
 from rbmcap.motion.rigs import AUTO
 
@@ -98,6 +100,7 @@ def build_motion_folder(
     body=None,
     subject_pattern: str | None = None,
     progress: Callable[[int, int, Path], None] | None = None,
+    workers: int = 1,
 ) -> dict[str, list[str]]:
     """Retarget every ``*.bvh`` in ``source`` into the motions folder ``out`` (module docstring).
 
@@ -113,7 +116,9 @@ def build_motion_folder(
         body: body model receiving the motion (default the stand-in).
         subject_pattern: a regular expression whose ``subject`` group names a clip's subject
             (module docstring).
-        progress: called with (index, count, path) after each file.
+        progress: called with (index, count, path) after each file, in order.
+        workers: processes that retarget the clips (:func:`rbmcap.body.pool.map_with_body`);
+            the files are the same for any count.
 
     Returns:
         split → the relative paths written to it.
@@ -132,18 +137,27 @@ def build_motion_folder(
     if not isinstance(joint_map, JointMap) and str(joint_map) != AUTO:
         joint_map = JointMap.load(joint_map)
     lists: dict[str, list[str]] = {s: [] for s in SPLITS}
-    for i, (clip, subject) in enumerate(subjects.items()):
-        motion = bvh_to_motion(
-            source / f"{clip}.bvh", joint_map, fps=fps, floor=floor, body=body, name=clip
-        )
-        motion.source["subject"] = subject
-        rel = f"{dataset}/{subject}/{clip}_poses.npz"
-        path = motion.save(out / rel)
-        lists[split_of.get(subject, "train")].append(rel)
+    rels = {clip: f"{dataset}/{subject}/{clip}_poses.npz" for clip, subject in subjects.items()}
+    work = [
+        (source / f"{clip}.bvh", out / rels[clip], subject, joint_map, fps, floor)
+        for clip, subject in subjects.items()
+    ]
+    body = body if body is not None else standin_body()
+    for i, path in enumerate(map_with_body(_retarget_clip, work, body, workers)):
+        clip, subject = work[i][0].stem, work[i][2]
+        lists[split_of.get(subject, "train")].append(rels[clip])
         if progress:
-            progress(i, len(subjects), path)
+            progress(i, len(work), path)
     merge_split_lists(out / "splits", dataset, lists)
     return lists
+
+
+def _retarget_clip(job, body) -> Path:
+    """Retarget one clip (``job``: BVH path, output path, subject, joint map, fps, floor)."""
+    bvh, path, subject, joint_map, fps, floor = job
+    motion = bvh_to_motion(bvh, joint_map, fps=fps, floor=floor, body=body, name=bvh.stem)
+    motion.source["subject"] = subject
+    return motion.save(path)
 
 
 def _subject_splits(splits: Mapping[str, str]) -> dict[str, str]:

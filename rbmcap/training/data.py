@@ -120,7 +120,7 @@ def make_dataset(
     with torch.random.fork_rng(devices=[]):
         add_procedural_motions(motions, recipe, fps, body_model)
         for source in recipe.bvh:
-            add_bvh_motions(motions, source, fps, body_model)
+            add_bvh_motions(motions, source, fps, body_model, recipe.workers)
         name = markers if isinstance(markers, str) else markers.get("name")
         log.info(
             "generating dataset %s: synthesising %s (markers %s, realism %s)",
@@ -177,9 +177,11 @@ def add_procedural_motions(motions: Path, recipe: MotionRecipe, fps: float, body
     )
 
 
-def add_bvh_motions(motions: Path, source: Mapping[str, Any], fps: float, body) -> None:
+def add_bvh_motions(
+    motions: Path, source: Mapping[str, Any], fps: float, body, workers: int = 1
+) -> None:
     """Retarget the BVH folder ``source['dir']`` into ``motions`` unless it is there already
-    (see :class:`MotionRecipe`)."""
+    (see :class:`MotionRecipe`), with ``workers`` processes."""
     from rbmcap.motion.folder import build_motion_folder
 
     folder = Path(str(source["dir"]))
@@ -202,6 +204,7 @@ def add_bvh_motions(motions: Path, source: Mapping[str, Any], fps: float, body) 
         fps=fps,
         body=body,
         subject_pattern=source.get("subject_pattern"),
+        workers=workers,
     )
     log.info("real motion: %s", ", ".join(f"{k} {len(v)}" for k, v in lists.items()))
 

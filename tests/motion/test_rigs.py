@@ -164,6 +164,43 @@ def test_subject_pattern_groups_clips_for_the_splits(mixamo, tmp_path, kin):
         clip_subjects(src, r"other_(?P<subject>\w+)")
 
 
+def test_clips_retargeted_by_worker_processes_are_the_same_files(mixamo, tmp_path, kin):
+    path, _ = mixamo
+    src = tmp_path / "clips"
+    src.mkdir()
+    for name in ("a_walk_x_001", "a_run_y_001", "a_jump_x_001"):
+        (src / f"{name}.bvh").write_bytes(path.read_bytes())
+    spec = tmp_path / "m.yaml"
+    joints = yaml.safe_load(_draft(path))["joints"]
+    spec.write_text(yaml.safe_dump({"units_to_metres": 0.01, "joints": joints}))
+    kw = {"splits": {"y": "val"}, "subject_pattern": r"a_[^_]+_(?P<subject>\w)_\d+"}
+    calls: dict[str, list] = {"one": [], "two": []}
+    one = build_motion_folder(
+        src,
+        tmp_path / "one",
+        spec,
+        body=kin.body,
+        **kw,
+        progress=lambda i, n, p: calls["one"].append((i, p.relative_to(tmp_path / "one"))),
+    )
+    two = build_motion_folder(
+        src,
+        tmp_path / "two",
+        spec,
+        body=kin.body,
+        workers=2,
+        **kw,
+        progress=lambda i, n, p: calls["two"].append((i, p.relative_to(tmp_path / "two"))),
+    )
+    assert two == one and one["val"] == ["clips/y/a_run_y_001_poses.npz"]
+    assert calls["two"] == calls["one"] and [i for i, _ in calls["one"]] == [0, 1, 2]
+    for rel in one["train"] + one["val"]:
+        with np.load(tmp_path / "one" / rel) as x, np.load(tmp_path / "two" / rel) as y:
+            assert sorted(x.files) == sorted(y.files)
+            for key in x.files:
+                assert np.array_equal(x[key], y[key]), (rel, key)
+
+
 def _draft(path: Path) -> str:
     try:
         detect_joint_map(read_bvh(path))

@@ -9,16 +9,15 @@ whole subjects to splits (so test bodies are unseen), readable by
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 
 from rbmcap.atomic import write_text_atomic
+from rbmcap.body.pool import map_with_body
 from rbmcap.errors import ConfigError
 from rbmcap.motion.amass import merge_split_lists
 from rbmcap.motion.kinematics import MotionKinematics, standin_body
@@ -179,7 +178,8 @@ def generate_library(
     for kind, i, _, s in jobs:
         lists[splits[s]].append(_relative_path(kind, i, s))
     written = []
-    for i, path in enumerate(_make_motions(out, jobs, subject_betas, fps, body, workers)):
+    work = [(out, *job, subject_betas[job[3]], fps) for job in jobs]
+    for i, path in enumerate(map_with_body(_make_motion, work, body, workers)):
         written.append(path)
         if progress:
             progress(i, num, path)
@@ -187,47 +187,20 @@ def generate_library(
     return written
 
 
+@functools.cache
+def _limits() -> JointLimits:
+    return JointLimits.load()
+
+
 def _relative_path(kind: str, i: int, subject: int) -> str:
     return f"{DATASET_NAME}/S{subject:02d}/{kind}_{i:04d}_poses.npz"
 
 
-_WORKER: dict = {}
-
-
-def _make_motions(out: Path, jobs, subject_betas, fps: float, body, workers: int):
-    """Each job's motion file, in job order, made here or by ``workers`` spawned processes."""
-    betas = [subject_betas[job[3]] for job in jobs]
-    if max(1, int(workers)) == 1 or len(jobs) == 1:
-        opts = {"fps": fps, "body": body, "limits": JointLimits.load()}
-        for job, b in zip(jobs, betas):
-            yield _make_motion(out, job, b, opts)
-        return
-    threads = max(1, (os.cpu_count() or 1) // int(workers))
-    spec = (str(getattr(body, "source", "") or "standin"), getattr(body, "gender", "neutral"))
-    with ProcessPoolExecutor(
-        int(workers),
-        mp_context=get_context("spawn"),
-        initializer=_init_worker,
-        initargs=(*spec, fps, threads),
-    ) as pool:
-        yield from pool.map(_make_motion, [out] * len(jobs), jobs, betas, chunksize=4)
-
-
-def _init_worker(body_spec: str, gender: str, fps: float, threads: int) -> None:
-    import torch
-
-    from rbmcap.body import load_body_model
-
-    torch.set_num_threads(threads)
-    body = load_body_model(body_spec, gender=gender)
-    _WORKER["opts"] = {"fps": fps, "body": body, "limits": JointLimits.load()}
-
-
-def _make_motion(out: Path, job, betas: np.ndarray, opts=None) -> Path:
-    """Write one planned motion (``job``: kind, index, seed, subject) of shape ``betas``."""
-    kind, i, seed, s = job
-    opts = opts or _WORKER["opts"]
-    motion = generate(kind, seed, betas=betas, name=f"{kind}_{i:04d}", **opts)
+def _make_motion(job, body) -> Path:
+    """Write one planned motion (``job``: folder, kind, index, seed, subject, betas, fps)."""
+    out, kind, i, seed, s, betas, fps = job
+    name = f"{kind}_{i:04d}"
+    motion = generate(kind, seed, betas=betas, name=name, fps=fps, body=body, limits=_limits())
     motion.source["subject"] = f"S{s:02d}"
     return motion.save(out / _relative_path(kind, i, s))
 

@@ -127,29 +127,36 @@ def build_motion_folder(
         DataError: ``source`` holds no BVH file. ConfigError: a split name is unknown.
     """
     source, out = Path(source), Path(out)
-    if not source.is_dir():
-        raise FileNotFoundError(2, "No such folder", str(source))
-    subjects = clip_subjects(source, subject_pattern)
-    if not subjects:
-        raise DataError(f"{source}: no .bvh files found")
+    subjects = _folder_clips(source, subject_pattern)
     split_of = _subject_splits(splits or {})
     dataset = dataset or source.name
     if not isinstance(joint_map, JointMap) and str(joint_map) != AUTO:
         joint_map = JointMap.load(joint_map)
     lists: dict[str, list[str]] = {s: [] for s in SPLITS}
-    rels = {clip: f"{dataset}/{subject}/{clip}_poses.npz" for clip, subject in subjects.items()}
+    rels = [
+        (f"{dataset}/{subject}/{clip}_poses.npz", subject) for clip, subject in subjects.items()
+    ]
     work = [
-        (source / f"{clip}.bvh", out / rels[clip], subject, joint_map, fps, floor)
-        for clip, subject in subjects.items()
+        (source / f"{c}.bvh", out / r, s, joint_map, fps, floor)
+        for (r, s), c in zip(rels, subjects)
     ]
     body = body if body is not None else standin_body()
     for i, path in enumerate(map_with_body(_retarget_clip, work, body, workers)):
-        clip, subject = work[i][0].stem, work[i][2]
-        lists[split_of.get(subject, "train")].append(rels[clip])
+        lists[split_of.get(rels[i][1], "train")].append(rels[i][0])
         if progress:
             progress(i, len(work), path)
     merge_split_lists(out / "splits", dataset, lists)
     return lists
+
+
+def _folder_clips(source: Path, subject_pattern: str | None) -> dict[str, str]:
+    """The folder's clips → their subjects; an error if it is no folder or holds no clip."""
+    if not source.is_dir():
+        raise FileNotFoundError(2, "No such folder", str(source))
+    subjects = clip_subjects(source, subject_pattern)
+    if not subjects:
+        raise DataError(f"{source}: no .bvh files found")
+    return subjects
 
 
 def _retarget_clip(job, body) -> Path:

@@ -188,11 +188,16 @@ def build_trainer(cfg: DictConfig, output_dir: Path):
 
 def train(cfg: DictConfig, output_dir: str | Path, command: str | None = None) -> dict[str, Any]:
     """Train as configured; returns the best checkpoint and its validation figures. ``command``
-    (the command line that started the run) and the data recipe are kept in every checkpoint."""
+    (the command line that started the run) and the data recipe are kept in every checkpoint.
+    With ``prepare_only`` it makes the dataset if it is missing and returns its path."""
     from rbmcap.body import load_body_model
     from rbmcap.training.callbacks import RunRecord
 
     output_dir = Path(output_dir)
+    if cfg.get("prepare_only"):
+        datamodule = build_datamodule(cfg)
+        datamodule.prepare_data()
+        return {"data_path": str(datamodule.path), "prepared_only": True}
     for name in ("lightning.pytorch", "lightning.fabric"):
         logging.getLogger(name).propagate = False  # Lightning prints these itself
     L.seed_everything(int(cfg.seed), workers=True)

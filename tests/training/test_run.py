@@ -443,6 +443,16 @@ def test_a_missing_dataset_is_made_in_prepare_data_only(tmp_path, fake_synthesis
     assert Path(result["data_path"]) == data.path and data.path.parent == tmp_path / "data"
 
 
+def test_prepare_only_makes_the_dataset_and_trains_nothing(tmp_path, fake_synthesis):
+    from rbmcap.training.run import build_datamodule, train
+
+    cfg = _absent_data(tmp_path, "prepare_only=true")
+    result = train(cfg, tmp_path / "run")
+    assert [c[0] for c in fake_synthesis.calls] == ["generate", "synthesize"]
+    assert result == {"data_path": str(build_datamodule(cfg).path), "prepared_only": True}
+    assert build_datamodule(cfg).has_dataset() and not (tmp_path / "run").exists()
+
+
 def test_generation_uses_the_overridden_marker_set_and_the_check_sees_it(tmp_path, fake_synthesis):
     """The recipe carries the composed (overridden) set; data made with another definition of
     the same name (here: the plain rbm14 copy) is refused, not trained on."""

@@ -133,16 +133,15 @@ def build_motion_folder(
     if not isinstance(joint_map, JointMap) and str(joint_map) != AUTO:
         joint_map = JointMap.load(joint_map)
     lists: dict[str, list[str]] = {s: [] for s in SPLITS}
-    rels = [
-        (f"{dataset}/{subject}/{clip}_poses.npz", subject) for clip, subject in subjects.items()
-    ]
     work = [
-        (source / f"{c}.bvh", out / r, s, joint_map, fps, floor)
-        for (r, s), c in zip(rels, subjects)
+        (source / f"{clip}.bvh", out, f"{dataset}/{subject}/{clip}_poses.npz", subject)
+        for clip, subject in subjects.items()
     ]
+    options = {"joint_map": joint_map, "fps": fps, "floor": floor}
     body = body if body is not None else standin_body()
-    for i, path in enumerate(map_with_body(_retarget_clip, work, body, workers)):
-        lists[split_of.get(rels[i][1], "train")].append(rels[i][0])
+    jobs = [(*job, options) for job in work]
+    for i, path in enumerate(map_with_body(_retarget_clip, jobs, body, workers)):
+        lists[split_of.get(work[i][3], "train")].append(work[i][2])
         if progress:
             progress(i, len(work), path)
     merge_split_lists(out / "splits", dataset, lists)
@@ -160,11 +159,12 @@ def _folder_clips(source: Path, subject_pattern: str | None) -> dict[str, str]:
 
 
 def _retarget_clip(job, body) -> Path:
-    """Retarget one clip (``job``: BVH path, output path, subject, joint map, fps, floor)."""
-    bvh, path, subject, joint_map, fps, floor = job
-    motion = bvh_to_motion(bvh, joint_map, fps=fps, floor=floor, body=body, name=bvh.stem)
+    """Retarget one clip (``job``: BVH path, motions folder, relative path, subject, and the
+    ``joint_map``, ``fps`` and ``floor`` of :func:`bvh_to_motion`)."""
+    bvh, out, rel, subject, options = job
+    motion = bvh_to_motion(bvh, body=body, name=bvh.stem, **options)
     motion.source["subject"] = subject
-    return motion.save(path)
+    return motion.save(out / rel)
 
 
 def _subject_splits(splits: Mapping[str, str]) -> dict[str, str]:

@@ -129,12 +129,19 @@ def test_bandai_walk_retargets_to_a_walk(kin):
         assert np.degrees(np.arccos(np.clip(cos, -1, 1))).max() < 1.0
 
 
-def test_subject_pattern_groups_clips_for_the_splits(mixamo, tmp_path, kin):
-    path, _ = mixamo
+def _clip_folder(path: Path, tmp_path: Path, names: tuple[str, ...]) -> Path:
+    """A folder ``tmp_path/clips`` holding the BVH file ``path`` under each of ``names``."""
     src = tmp_path / "clips"
     src.mkdir()
-    for name in ("dataset-1_walk_old_001", "dataset-1_run_old_001", "dataset-1_walk_happy_001"):
+    for name in names:
         (src / f"{name}.bvh").write_bytes(path.read_bytes())
+    return src
+
+
+def test_subject_pattern_groups_clips_for_the_splits(mixamo, tmp_path, kin):
+    path, _ = mixamo
+    names = ("dataset-1_walk_old_001", "dataset-1_run_old_001", "dataset-1_walk_happy_001")
+    src = _clip_folder(path, tmp_path, names)
     pattern = r"dataset-1_[^_]+_(?P<subject>[^_]+)_\d+"
     assert set(clip_subjects(src, pattern).values()) == {"old", "happy"}
     spec = tmp_path / "m.yaml"
@@ -166,10 +173,7 @@ def test_subject_pattern_groups_clips_for_the_splits(mixamo, tmp_path, kin):
 
 def test_clips_retargeted_by_worker_processes_are_the_same_files(mixamo, tmp_path, kin):
     path, _ = mixamo
-    src = tmp_path / "clips"
-    src.mkdir()
-    for name in ("a_walk_x_001", "a_run_y_001", "a_jump_x_001"):
-        (src / f"{name}.bvh").write_bytes(path.read_bytes())
+    src = _clip_folder(path, tmp_path, ("a_walk_x_001", "a_run_y_001", "a_jump_x_001"))
     spec = tmp_path / "m.yaml"
     joints = yaml.safe_load(_draft(path))["joints"]
     spec.write_text(yaml.safe_dump({"units_to_metres": 0.01, "joints": joints}))

@@ -171,14 +171,14 @@ def generate_library(
     )
     _write_shapes(out / DATASET_NAME, subject_betas, body)
     _write_record(out / DATASET_NAME, num=num, seed=seed, subjects=n_subj, shape=shape)
-    jobs = [
-        (kinds[i % len(kinds)], i, int(motion_seeds[i]), int(subject_of[i])) for i in range(num)
+    work = [
+        (out, kinds[i % len(kinds)], i, int(motion_seeds[i]), int(s), subject_betas[s], fps)
+        for i, s in enumerate(subject_of)
     ]
     lists = {"train": [], "val": [], "test": []}
-    for kind, i, _, s in jobs:
+    for _, kind, i, _, s, _, _ in work:
         lists[splits[s]].append(_relative_path(kind, i, s))
     written = []
-    work = [(out, *job, subject_betas[job[3]], fps) for job in jobs]
     for i, path in enumerate(map_with_body(_make_motion, work, body, workers)):
         written.append(path)
         if progress:

@@ -12,6 +12,15 @@ from typing import Any
 _WORKER: dict[str, Any] = {}
 
 
+def check_workers(workers: int) -> int:
+    """``workers`` as an int; a ConfigError unless it is at least 1 (call before writing)."""
+    from rbmcap.errors import ConfigError
+
+    if int(workers) < 1:
+        raise ConfigError(f"workers={workers}: need at least 1")
+    return int(workers)
+
+
 def map_with_body(
     fn: Callable[[Any, Any], Any], jobs: Sequence[Any], body, workers: int = 1
 ) -> Iterator[Any]:
@@ -22,7 +31,7 @@ def map_with_body(
     threads with the others; ``fn`` and the jobs must then pickle (``fn`` a module-level
     function). Results do not depend on the count when ``fn`` depends only on its arguments.
     """
-    workers = max(1, int(workers))
+    workers = check_workers(workers)
     if workers == 1 or len(jobs) <= 1:
         for job in jobs:
             yield fn(job, body)

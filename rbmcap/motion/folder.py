@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from rbmcap.body.pool import map_with_body
+from rbmcap.body.pool import check_workers, map_with_body
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.motion.amass import SPLITS, merge_split_lists
 from rbmcap.motion.kinematics import standin_body
@@ -127,6 +127,7 @@ def build_motion_folder(
         DataError: ``source`` holds no BVH file. ConfigError: a split name is unknown.
     """
     source, out = Path(source), Path(out)
+    workers = check_workers(workers)
     subjects = _folder_clips(source, subject_pattern)
     split_of = _subject_splits(splits or {})
     dataset = dataset or source.name

@@ -178,6 +178,12 @@ def test_library_made_by_worker_processes_is_the_same_files_in_the_same_order(tm
         ).read_text()
 
 
+def test_workers_below_one_is_a_config_error_before_anything_is_written(tmp_path):
+    with pytest.raises(ConfigError, match="workers=0: need at least 1"):
+        generate_library(tmp_path / "lib", 2, seed=0, workers=0)
+    assert not (tmp_path / "lib").exists()
+
+
 def test_unknown_kind_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="unknown motion kind 'moonwalk'"):
         generate("moonwalk", 0)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from rbmcap.atomic import write_text_atomic
-from rbmcap.body.pool import map_with_body
+from rbmcap.body.pool import check_workers, map_with_body
 from rbmcap.errors import ConfigError
 from rbmcap.motion.amass import merge_split_lists
 from rbmcap.motion.kinematics import MotionKinematics, standin_body
@@ -161,7 +161,7 @@ def generate_library(
     Returns:
         The written motion files, in order.
     """
-    kinds = _checked_kinds(kinds, num, num_subjects)
+    kinds = _checked_kinds(kinds, num, num_subjects, workers)
     out = Path(out)
     body = body if body is not None else standin_body()
     n_subj = num_subjects or min(50, max(1, num // 4))
@@ -210,7 +210,9 @@ def _write_record(root: Path, **record) -> None:
     write_text_atomic(root / LIBRARY_RECORD, json.dumps(record, indent=1) + "\n")
 
 
-def _checked_kinds(kinds: Sequence[str] | None, num: int, num_subjects: int | None) -> list[str]:
+def _checked_kinds(
+    kinds: Sequence[str] | None, num: int, num_subjects: int | None, workers: int = 1
+) -> list[str]:
     """The kinds to cycle through, after checking :func:`generate_library`'s arguments."""
     kinds = list(kinds) if kinds else list(KINDS)
     unknown = [k for k in kinds if k not in KINDS]
@@ -222,6 +224,7 @@ def _checked_kinds(kinds: Sequence[str] | None, num: int, num_subjects: int | No
         raise ConfigError(f"num must be at least 1, got {num}")
     if num_subjects is not None and not 1 <= num_subjects <= num:
         raise ConfigError(f"num_subjects must be between 1 and num ({num}), got {num_subjects}")
+    check_workers(workers)
     return kinds
 
 

@@ -4,7 +4,8 @@ Write to a temporary file beside the target (same file system), then ``os.replac
 target; on any error the temporary file is removed. A process killed outright (SIGKILL, a power
 cut) cannot remove its temporary file: the name says which machine and process wrote it
 (``.STEM.HOST-PID-XXXX.tmpSUFFIX``), and the next write of the same target on that machine
-removes those whose process is gone.
+removes those whose process is gone. The temporary file is created with mode ``0666`` less the
+process's umask, so the file written has the permissions a plain ``open(path, "w")`` gives.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import contextlib
 import glob
 import os
 import re
+import secrets
 import socket
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,18 +61,26 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(
-        dir=path.parent,
-        prefix=f".{path.stem}.{_host()}-{os.getpid()}-",
-        suffix=f".tmp{path.suffix}",
-    )
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path = _create_temporary(path)
     try:
         yield tmp_path
         os.replace(tmp_path, path)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def _create_temporary(path: Path) -> Path:
+    """Create an empty ``.STEM.HOST-PID-XXXXXXXX.tmpSUFFIX`` beside ``path`` (mode ``0666`` less
+    the umask, as ``open`` creates files) and return its path."""
+    prefix = f".{path.stem}.{_host()}-{os.getpid()}-"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = path.parent / f"{prefix}{secrets.token_hex(4)}.tmp{path.suffix}"
+        try:
+            os.close(os.open(tmp, flags, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:

@@ -6,7 +6,7 @@ were chosen: docs/history.md#how-the-settings-were-chosen); the dataclasses belo
 defaults. Every other configuration
 (``hybrid``, ``points``, or a user's own YAML path) starts with ``defaults: [default, _self_]``
 and sets only what it changes; ``overrides`` (nested or dotted keys) come last. Loading goes
-through :func:`rbmcap.configfiles.load_config` (OmegaConf checks keys and types);
+through :func:`rbmcap.config.compose.load_config` (OmegaConf checks keys and types);
 :data:`_CHECKS` states each key's range or choices, checked whenever a :class:`SolverConfig` is
 built. A bad key or value raises :class:`~rbmcap.errors.ConfigError` naming the file (or
 ``overrides``) and the dotted key.
@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rbmcap.baseline.optimisers import STEPPERS
-from rbmcap.configfiles import ConfigValueError, build_config, conf_names, load_config
+from rbmcap.config.compose import ConfigValueError, build_config, load_config
+from rbmcap.config.packaged import conf_names
 
 OPTIMISERS = tuple(STEPPERS)
 INITS = ("kinematic", "rest")

@@ -37,7 +37,7 @@ def network_predictor(ckpt: str | None = None, overrides: tuple[str, ...] = ()):
     from hydra import compose, initialize_config_dir
 
     from rbmcap.body import load_body_model
-    from rbmcap.configfiles import conf_dir
+    from rbmcap.config.packaged import conf_dir
     from rbmcap.markers.markerset import load_marker_set
     from rbmcap.training.run import build_model
 

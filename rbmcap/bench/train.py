@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
 
-from rbmcap.configfiles import conf_dir
+from rbmcap.config.packaged import conf_dir
 
 
 def _batch(body, markers, batch: int, window: int) -> dict[str, torch.Tensor]:

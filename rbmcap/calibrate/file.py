@@ -24,7 +24,8 @@ import numpy as np
 import yaml
 
 from rbmcap.atomic import write_text_atomic
-from rbmcap.configfiles import MAX_MAGNITUDE, finite_vector, read_yaml, short_repr, type_name
+from rbmcap.config.safe_yaml import read_yaml, type_name
+from rbmcap.config.values import MAX_MAGNITUDE, finite_vector, short_repr
 from rbmcap.errors import ConfigError, FormatError
 
 if TYPE_CHECKING:

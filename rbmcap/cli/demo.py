@@ -253,7 +253,7 @@ def _demo_config(out: Path, seed: int, extra: tuple[str, ...]):
 
     from hydra import compose, initialize_config_dir
 
-    from rbmcap.configfiles import conf_dir
+    from rbmcap.config.packaged import conf_dir
 
     logging.basicConfig(level=logging.INFO, format="   %(message)s")
     overrides = [

@@ -22,7 +22,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rbmcap.configfiles import HYDRA_CONFIG_MODULE
+from rbmcap.config.packaged import HYDRA_CONFIG_MODULE
 from rbmcap.dataset.options import SynthOptions, hydra_node
 from rbmcap.errors import USER_ERRORS, user_error
 

@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rbmcap.configfiles import load_yaml_mapping, named_yaml
+from rbmcap.config.packaged import named_yaml
+from rbmcap.config.safe_yaml import load_yaml_mapping
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import yaml
 
-from rbmcap.configfiles import load_yaml_mapping
+from rbmcap.config.safe_yaml import load_yaml_mapping
 from rbmcap.errors import DataError, ModelError
 from rbmcap.paths import pretrained_dir, pretrained_names, resolve_checkpoint
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rbmcap.configfiles import read_yaml, short_repr, type_name
+from rbmcap.config.safe_yaml import read_yaml, type_name
+from rbmcap.config.values import short_repr
 from rbmcap.errors import ConfigError, FormatError
 from rbmcap.io.capture import Capture
 

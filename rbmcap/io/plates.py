@@ -38,7 +38,9 @@ import torch
 import yaml
 
 from rbmcap.atomic import write_text_atomic
-from rbmcap.configfiles import conf_dir, finite_vector, load_mapping, named_yaml, short_repr
+from rbmcap.config.compose import load_mapping
+from rbmcap.config.packaged import conf_dir, named_yaml
+from rbmcap.config.values import finite_vector, short_repr
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.geometry.registration import rigid_registration
 from rbmcap.io.capture import Capture
@@ -108,7 +110,7 @@ def _is_shipped(path: str | Path) -> bool:
 def load_plate_definitions(name_or_path: str | Path) -> dict[str, PlateDefinition]:
     """Read a plates YAML, by path or shipped name (:func:`plates_file`), as
     {plate name: PlateDefinition}, in file order. A file may compose others through a
-    ``defaults:`` list (:func:`rbmcap.configfiles.load_mapping`): e.g. ``defaults:
+    ``defaults:`` list (:func:`rbmcap.config.compose.load_mapping`): e.g. ``defaults:
     [plug-in-gait, _self_]`` then the plates it adds or replaces.
 
     Raises:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from rbmcap.configfiles import finite_float, finite_vector, short_repr
+from rbmcap.config.values import finite_float, finite_vector, short_repr
 from rbmcap.errors import ConfigError, ModelError
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 

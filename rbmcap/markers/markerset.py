@@ -6,7 +6,7 @@ A marker set is data (``conf/markers/<name>.yaml`` or any YAML path); see
 used on meshes with SMPL topology, and a topology-free :class:`~rbmcap.markers.anchors.Anchor`
 that finds the vertex on any other mesh.
 
-A set file is read through :func:`rbmcap.configfiles.load_config` with :class:`MarkerSetFile` as
+A set file is read through :func:`rbmcap.config.compose.load_config` with :class:`MarkerSetFile` as
 its schema. A reduced set composes a full one (``defaults: [rbm14, _self_]``) and lists the
 markers it keeps under ``select``; a selected marker whose parent is not selected hangs from the
 full set's root (the chest, for the reference reduced sets).
@@ -23,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from rbmcap.configfiles import build_config, conf_names, load_config, named_yaml, short_repr
+from rbmcap.config.compose import build_config, load_config
+from rbmcap.config.packaged import conf_names, named_yaml
+from rbmcap.config.values import short_repr
 from rbmcap.errors import ConfigError, ModelError
 from rbmcap.markers.anchors import Anchor, resolve_anchors
 

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rbmcap.configfiles import conf_file, load_yaml_mapping
+from rbmcap.config.packaged import conf_file
+from rbmcap.config.safe_yaml import load_yaml_mapping
 from rbmcap.errors import DataError, FormatError, RBMCapError
 from rbmcap.motion.smpl_motion import SMPLMotion
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rbmcap.configfiles import conf_file, load_yaml_mapping
+from rbmcap.config.packaged import conf_file
+from rbmcap.config.safe_yaml import load_yaml_mapping
 from rbmcap.errors import ConfigError
 from rbmcap.skeleton import NUM_SMPL_JOINTS, SMPL_JOINT_NAMES
 

@@ -54,7 +54,8 @@ import roma
 import torch
 from scipy.ndimage import gaussian_filter1d, maximum_filter1d
 
-from rbmcap.configfiles import ConfigValueError, load_config, named_yaml
+from rbmcap.config.compose import ConfigValueError, load_config
+from rbmcap.config.packaged import named_yaml
 from rbmcap.errors import ConfigError, DataError, FormatError, location
 from rbmcap.geometry import global_to_local
 from rbmcap.geometry.rotations import rotation_between, rotmat_slerp
@@ -137,7 +138,7 @@ class JointMap:
     @classmethod
     def load(cls, spec: str | Path = DEFAULT_JOINT_MAP) -> JointMap:
         """Load a joint map from a YAML path, or by name from ``conf/joint_maps/<name>.yaml``
-        (:func:`rbmcap.configfiles.load_config`; the name defaults to the file's stem)."""
+        (:func:`rbmcap.config.compose.load_config`; the name defaults to the file's stem)."""
         path = named_yaml(spec, "joint_maps", "joint map")
         return load_config(path, "joint_maps", cls, "joint map", {"path": str(path)})
 

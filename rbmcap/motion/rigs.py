@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rbmcap.configfiles import conf_names
+from rbmcap.config.packaged import conf_names
 from rbmcap.errors import DataError
 from rbmcap.motion.bvh import BVH
 from rbmcap.motion.retarget import JointMap

@@ -15,7 +15,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from rbmcap.configfiles import HYDRA_CONFIG_MODULE
+from rbmcap.config.packaged import HYDRA_CONFIG_MODULE
 from rbmcap.errors import USER_ERRORS, user_error
 
 

@@ -343,7 +343,7 @@ def _flat(d: dict, prefix: str = "") -> dict:
 def test_named_configs_override_only_what_their_file_sets(name):
     import yaml
 
-    from rbmcap.configfiles import conf_file
+    from rbmcap.config.packaged import conf_file
 
     layer = yaml.safe_load(conf_file("baseline", f"{name}.yaml").read_text())
     assert layer.pop("defaults") == ["default", "_self_"]
@@ -360,7 +360,7 @@ def test_default_yaml_is_the_one_source_of_the_defaults(tmp_path):
 
     from rbmcap.baseline import config as module
     from rbmcap.baseline.config import OptimiserConfig, SolverConfig
-    from rbmcap.configfiles import conf_file
+    from rbmcap.config.packaged import conf_file
 
     # no dataclass repeats a default: building one without the YAML is a TypeError
     for cls in (SolverConfig, OptimiserConfig, module.WeightsConfig, module.ScheduleConfig):

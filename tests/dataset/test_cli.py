@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rbmcap.cli.main import main
-from rbmcap.configfiles import conf_dir
+from rbmcap.config.packaged import conf_dir
 from rbmcap.errors import EXIT_DATA
 
 
@@ -182,7 +182,7 @@ def _hydra_options(tmp_path, overrides: list[str]):
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
-    from rbmcap.configfiles import HYDRA_CONFIG_MODULE
+    from rbmcap.config.packaged import HYDRA_CONFIG_MODULE
     from rbmcap.dataset import SynthOptions
     from rbmcap.dataset.app import register_configs
 

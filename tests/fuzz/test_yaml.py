@@ -25,7 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rbmcap.calibrate.file import Calibration, PlateOffset
-from rbmcap.configfiles import conf_file
+from rbmcap.config.packaged import conf_file
 from rbmcap.errors import ConfigError, FormatError
 from rbmcap.io.names import load_mapping, map_names
 from rbmcap.io.plates import load_plate_definitions

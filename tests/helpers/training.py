@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from helpers.shared import REPO
-from rbmcap.configfiles import conf_dir
+from rbmcap.config.packaged import conf_dir
 from rbmcap.training.module import RBMRegressor
 from rbmcap.training.run import build_model, configured_markers
 

@@ -346,13 +346,13 @@ def test_an_unknown_plates_name_is_one_config_error_listing_the_shipped_names():
 def test_a_shipped_definition_is_never_written_back(tmp_path, monkeypatch):
     """A shipped cluster plate without local coordinates is refused, not estimated into the
     package (here a stand-in package configuration folder)."""
-    import rbmcap.configfiles
+    import rbmcap.config.packaged
     import rbmcap.io.plates
 
     (tmp_path / "plates").mkdir()
     shipped = tmp_path / "plates" / "cluster.yaml"
     shipped.write_text("box: {markers: [box:a, box:b, box:c, box:d]}\n")
-    monkeypatch.setattr(rbmcap.configfiles, "conf_dir", lambda: tmp_path)
+    monkeypatch.setattr(rbmcap.config.packaged, "conf_dir", lambda: tmp_path)
     monkeypatch.setattr(rbmcap.io.plates, "conf_dir", lambda: tmp_path)
     cap, *_ = _cluster_capture(t=50)
     with pytest.raises(ConfigError, match="no local coordinates; copy the file"):

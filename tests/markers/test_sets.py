@@ -86,7 +86,7 @@ def test_hydra_composes_a_set_as_the_loader_does(name):
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
-    from rbmcap.configfiles import HYDRA_CONFIG_MODULE
+    from rbmcap.config.packaged import HYDRA_CONFIG_MODULE
 
     with initialize_config_module(HYDRA_CONFIG_MODULE, version_base=None):
         cfg = compose("train", overrides=[f"markers={name}"])

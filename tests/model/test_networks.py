@@ -8,7 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rbmcap.configfiles import conf_file, load_yaml_mapping
+from rbmcap.config.packaged import conf_file
+from rbmcap.config.safe_yaml import load_yaml_mapping
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.model import (
     NETWORKS,

@@ -100,7 +100,7 @@ def installed(tmp_path_factory):
 def test_the_install_is_a_wheel_with_the_packaged_configuration(installed):
     bin_dir, env, work = installed
     code = (
-        "import json, rbmcap, rbmcap.configfiles as c; "
+        "import json, rbmcap, rbmcap.config.packaged as c; "
         "print(json.dumps([rbmcap.__file__, str(c.conf_dir()), c.conf_names('markers')]))"
     )
     module, conf, markers = json.loads(_run([bin_dir / "python", "-c", code], work, env).stdout)

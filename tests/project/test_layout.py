@@ -15,7 +15,7 @@ from pathlib import Path
 from helpers.shared import REPO
 
 import rbmcap
-from rbmcap.configfiles import conf_dir
+from rbmcap.config.packaged import conf_dir
 
 PACKAGE = Path(rbmcap.__file__).resolve().parent
 TESTS = REPO / "tests"
@@ -340,7 +340,7 @@ def test_the_packaged_configuration_is_inside_the_installed_package():
 
 
 def test_no_module_walks_up_from_its_file_to_find_files():
-    """Files are found through ``importlib.resources`` (``rbmcap.configfiles``), never by
+    """Files are found through ``importlib.resources`` (``rbmcap.config.packaged``), never by
     ``Path(__file__).parents[k] / "conf"``, which breaks in a wheel."""
     found = []
     for path, tree in _modules().items():
@@ -357,10 +357,10 @@ def test_no_module_walks_up_from_its_file_to_find_files():
             elif (
                 isinstance(node, ast.Constant)
                 and node.value == "conf"
-                and path != "rbmcap/configfiles.py"
+                and path != "rbmcap/config/packaged.py"
             ):
                 found.append(f"{path}:{node.lineno} names the 'conf' folder itself")
-    assert not found, "use rbmcap.configfiles to find packaged files:\n" + "\n".join(found)
+    assert not found, "use rbmcap.config.packaged to find packaged files:\n" + "\n".join(found)
 
 
 # ---------------------------------------------------------------------------------- the tests
@@ -391,7 +391,7 @@ def test_no_test_module_imports_another():
 def test_the_tests_are_laid_out_like_the_package():
     """A test module lives in the folder of the ``rbmcap`` package it tests (``tests/motion/`` for
     ``rbmcap/motion/``), at the top of ``tests/`` when it tests a top-level module
-    (``tests/test_configfiles.py`` for ``rbmcap/configfiles.py``), or in one of
+    (``tests/test_checkpoint.py`` for ``rbmcap/checkpoint.py``), or in one of
     :data:`TEST_FOLDERS_OF_THEIR_OWN`."""
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     modules = {p.stem for p in PACKAGE.glob("*.py")}

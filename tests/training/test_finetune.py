@@ -8,7 +8,7 @@ import pytest
 import torch
 from helpers.training import compose_train, probe_training_start, tiny_run
 
-from rbmcap.configfiles import conf_dir
+from rbmcap.config.packaged import conf_dir
 from rbmcap.dataset import RBMDataset
 from rbmcap.errors import ConfigError
 from rbmcap.training.data import RBMDataModule, WindowDataset

@@ -12,7 +12,7 @@ import pytest
 import torch
 from helpers.training import SMALL, compose_train, probe_training_start, small_module, tiny_run
 
-from rbmcap.configfiles import conf_dir
+from rbmcap.config.packaged import conf_dir
 from rbmcap.model.features import FEATURE_KINDS
 from rbmcap.training.data import RBMDataModule
 from rbmcap.training.module import RBMRegressor

@@ -1,5 +1,5 @@
 """Realism configuration: every knob with its unit, loaded from ``conf/realism/<preset>.yaml``
-through :func:`rbmcap.configfiles.load_config` (the dataclasses below are the schema).
+through :func:`rbmcap.config.compose.load_config` (the dataclasses below are the schema).
 
 Presets: ``none`` (paper reproduction: ideal plates), ``realistic`` (a careful lab capture) and
 ``harsh`` (a hurried capture: loose straps, dirty cameras). Units are in the field names: ``_mm``
@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rbmcap.configfiles import ConfigValueError, build_config, conf_names, load_config
+from rbmcap.config.compose import ConfigValueError, build_config, load_config
+from rbmcap.config.packaged import conf_names
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Structured configs from YAML (rbmcap.configfiles.load_config): defaults lists compose files in
+"""Structured configs from YAML (rbmcap.config.compose.load_config): defaults lists compose files in
 Hydra's order, OmegaConf checks keys and types against the dataclass, and every refusal is one
 ConfigError line naming the file (or 'overrides') and the dotted key."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rbmcap.configfiles import ConfigValueError, load_config
+from rbmcap.config.compose import ConfigValueError, load_config
 from rbmcap.errors import ConfigError
 
 

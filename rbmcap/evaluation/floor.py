@@ -18,16 +18,24 @@ to the priors' pull.
 The start: each frame's root rotation and translation are the rigid fit (Kabsch) of the rest
 skeleton's hips and shoulders onto the reference's (every mapped joint where those are not all
 seen), the body in its rest pose, betas zero.
+
+The fit is a function of its inputs alone, so its answer is kept in the cache folder
+(:func:`rbmcap.paths.cache_dir`, ``floor/<key>.npz``), keyed by a SHA-256 of everything it reads:
+the points and their validity, the joints, the body's rest skeleton as a function of the betas,
+the prior's mixture, the iterations and the scales. A second evaluation of the same capture reads
+it back instead of fitting again.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 import roma
 import torch
 
+from rbmcap.atomic import atomic_path
 from rbmcap.errors import DataError
 from rbmcap.geometry.kinematics import forward_kinematics
 from rbmcap.geometry.registration import rigid_registration
@@ -39,6 +47,9 @@ BETAS_WEIGHT = 1.0
 ITERATIONS = 1000
 TORSO_JOINTS = (1, 2, 16, 17)
 """SMPL hips and shoulders: the rigid start's points (they move least with the limbs)."""
+CACHE_VERSION = b"floor-fit-1"
+"""Part of every cache key: change it when the fit changes, so old answers are not read back."""
+FIELDS = ("joints", "poses", "trans", "betas", "iterations")
 
 
 @dataclass
@@ -64,6 +75,7 @@ def fit_joint_centres(
     sigma_mm: float = SIGMA_MM,
     prior_weight: float = PRIOR_WEIGHT,
     betas_weight: float = BETAS_WEIGHT,
+    cache: bool = True,
 ) -> FloorFit:
     """Fit SMPL (shared betas, per-frame pose and translation) to reference joint centres
     (module docstring).
@@ -76,12 +88,30 @@ def fit_joint_centres(
             (the shipped one).
         iterations: L-BFGS iterations.
         sigma_mm, prior_weight, betas_weight: the objective's scales.
+        cache: read the answer from the cache folder when it is there, else fit and write it
+            (atomically); False: always fit, write nothing.
 
     Raises:
         DataError: shapes do not agree, or no point is valid.
     """
     ref, seen = _checked_points(points, valid, joints)
     prior = _pose_prior(prior)
+    scales = (iterations, sigma_mm, prior_weight, betas_weight)
+    path = _cache_path(body, ref, seen, joints, prior, scales) if cache else None
+    found = _read_cached(path)
+    if found is not None:
+        return found
+    fit = _fit(body, ref, seen, joints, prior, *scales)
+    if path is not None:
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, **{k: getattr(fit, k) for k in FIELDS})
+    return fit
+
+
+def _fit(
+    body, ref, seen, joints, prior, iterations, sigma_mm, prior_weight, betas_weight
+) -> FloorFit:
+    """The L-BFGS fit of :func:`fit_joint_centres` on checked points (T, J, 3) and seen (T, J)."""
     root0, trans0 = _rigid_start(body, ref, seen, joints)
     x = _Unknowns(root0, trans0, body.num_betas)
     w = seen.float() / (sigma_mm * 1e-3) ** 2
@@ -112,6 +142,39 @@ def fit_joint_centres(
         trans=x.trans.detach().double().numpy(),
         betas=x.betas.detach().double().numpy(),
         iterations=int(opt.state[x.params[0]].get("n_iter", 0)),
+    )
+
+
+def _cache_path(body, ref, seen, joints, prior, scales):
+    """``cache_dir()/floor/<key>.npz``, the key a SHA-256 of the fit's inputs (module docstring).
+    The rest skeleton is linear in the betas, so it is fixed by its value at zero and at each
+    unit beta."""
+    from rbmcap.paths import cache_dir
+
+    h = hashlib.sha256(CACHE_VERSION)
+    with torch.no_grad():
+        basis = torch.cat([torch.zeros(1, body.num_betas), torch.eye(body.num_betas)])
+        skeleton = torch.stack([body.rest_joints(b) for b in basis])
+    arrays = [ref, seen, skeleton, prior.weights, prior.means, prior.covariances]
+    for a in arrays:
+        a = np.ascontiguousarray(torch.as_tensor(a).detach().cpu().numpy())
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(a.tobytes())
+    h.update(repr((list(joints), list(prior.joints), [float(x) for x in scales])).encode())
+    return cache_dir() / "floor" / f"{h.hexdigest()[:32]}.npz"
+
+
+def _read_cached(path) -> FloorFit | None:
+    """The fit stored at ``path``, or None where there is none or it cannot be read."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            out = {k: z[k] for k in FIELDS}
+    except Exception:  # a damaged cache entry is fitted again and rewritten
+        return None
+    return FloorFit(
+        **{k: v for k, v in out.items() if k != "iterations"}, iterations=int(out["iterations"])
     )
 
 

@@ -3,7 +3,9 @@
 The folder's layout: docs/formats.md#dataset-folder.
 
 Write with :func:`synthesize_dataset` (``rbmcap synth``), merge shards with
-:func:`merge_datasets`, read with :class:`RBMDataset`.
+:func:`merge_datasets`, read with :class:`RBMDataset`. The recipe that makes a training dataset
+from procedural and real motion (the Hydra ``data.generate`` node) is
+:mod:`rbmcap.dataset.recipe`.
 """
 
 from rbmcap.dataset.build import SynthReport, synthesize_dataset

@@ -1,8 +1,9 @@
 """What a synthesis run needs: :class:`SynthOptions`, the one place its defaults and checks live.
 
 ``rbmcap synth`` takes its option defaults from the dataclass fields, the Hydra twin
-(:mod:`rbmcap.dataset.app`) composes its configuration from them (:func:`hydra_node`), and
-library callers build it directly; all three go through :meth:`SynthOptions.__post_init__`, so a
+(``rbmcap-synthesize``, :mod:`rbmcap.cli.synth`) composes its configuration from them
+(:func:`hydra_node`), the training data recipe (:mod:`rbmcap.dataset.recipe`) and library callers
+build it directly; all go through :meth:`SynthOptions.__post_init__`, so a
 bad value is the same :class:`~rbmcap.errors.ConfigError`, naming the field, from each.
 """
 

@@ -157,8 +157,9 @@ def test_shards_merge_and_verify_from_the_cli(motions, dataset, tmp_path, capsys
 def test_hydra_twin_writes_the_same_dataset_as_the_cli(dataset, motions, tmp_path):
     from hydra import compose, initialize_config_dir
 
-    from rbmcap.dataset.app import synthesize
+    from rbmcap.cli.synth import register_configs, synthesize
 
+    register_configs()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose(
             config_name="data_prep/synthesize",
@@ -184,7 +185,7 @@ def _hydra_options(tmp_path, overrides: list[str]):
 
     from rbmcap.config.packaged import HYDRA_CONFIG_MODULE
     from rbmcap.dataset import SynthOptions
-    from rbmcap.dataset.app import register_configs
+    from rbmcap.cli.synth import register_configs
 
     register_configs()
     with initialize_config_module(config_module=HYDRA_CONFIG_MODULE, version_base="1.3"):
@@ -278,7 +279,7 @@ def test_a_bad_value_is_one_config_error_from_each_entry_point(
     field, cli_value, message, tmp_path, capsys
 ):
     from rbmcap.dataset import SynthOptions
-    from rbmcap.dataset.app import synthesize
+    from rbmcap.cli.synth import register_configs, synthesize
     from rbmcap.errors import ConfigError
 
     motions, out = tmp_path / "m", tmp_path / "out"
@@ -294,6 +295,7 @@ def test_a_bad_value_is_one_config_error_from_each_entry_point(
 
     from hydra import compose, initialize_config_module
 
+    register_configs()
     with initialize_config_module(config_module="rbmcap.conf", version_base="1.3"):
         cfg = compose(
             config_name="data_prep/synthesize", overrides=[f"motions={motions}", f"{field}={value}"]

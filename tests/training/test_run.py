@@ -269,7 +269,7 @@ def test_an_experiment_builds_its_optimiser_and_schedule_from_the_config(standin
 
 
 def test_the_data_module_is_built_from_the_config(tmp_path):
-    from rbmcap.training.data import MotionRecipe
+    from rbmcap.dataset.recipe import MotionRecipe
     from rbmcap.training.run import build_datamodule
 
     cfg = compose_train("experiment=demo", "data.batch_size=7", f"paths.root_dir={tmp_path}")
@@ -396,12 +396,11 @@ def _callers() -> list[str]:
 
 @pytest.fixture
 def fake_synthesis(tiny_dataset, monkeypatch):
-    import rbmcap.dataset
-    import rbmcap.motion.procedural.library
+    import rbmcap.dataset.recipe
 
     fake = _FakeSynthesis(tiny_dataset)
-    monkeypatch.setattr(rbmcap.motion.procedural.library, "generate_library", fake.generate)
-    monkeypatch.setattr(rbmcap.dataset, "synthesize_dataset", fake.synthesize)
+    monkeypatch.setattr(rbmcap.dataset.recipe, "generate_library", fake.generate)
+    monkeypatch.setattr(rbmcap.dataset.recipe, "synthesize_dataset", fake.synthesize)
     return fake
 
 

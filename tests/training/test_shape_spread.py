@@ -11,7 +11,8 @@ import pytest
 
 from rbmcap.errors import ConfigError
 from rbmcap.motion.procedural.library import generate_library, sample_betas
-from rbmcap.training.data import MotionRecipe, RBMDataModule, add_procedural_motions
+from rbmcap.dataset.recipe import MotionRecipe, add_procedural_motions
+from rbmcap.training.data import RBMDataModule
 
 
 def _subject_betas(folder, n):

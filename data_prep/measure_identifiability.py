@@ -7,7 +7,7 @@ truth, on the synthetic sessions of ``tests/helpers/scenes_static.py``.
 Each row takes the motion frames of a session (a static then the CMU clip, or ``explore``:
 rbmcap's procedural range-of-motion take; ``large`` physical offsets), chosen as ``rbmcap
 calibrate`` chooses them, and runs the calibration's full stage
-(:meth:`rbmcap.calibrate.session.SessionFit._stage`, every pose and offset free, the subject's
+(:meth:`rbmcap.calibrate.objective.SessionFit._stage`, every pose and offset free, the subject's
 betas held) from the true poses and the true offsets, the offsets either exact or every plate
 moved by ``--perturb`` mm and half as many degrees. ``exact`` plates carry no soft-tissue wobble
 and no optical noise; ``realistic`` ones carry the preset's. Printed per row: the plates'
@@ -34,6 +34,8 @@ import roma
 import torch
 from helpers import scenes_static as S
 
+from rbmcap.markers.markerset import DEFAULT_MARKERS
+
 
 def _exact_synths():
     """The scenes' synthesizers with the realism's wobble and noise switched off (placement and
@@ -45,7 +47,7 @@ def _exact_synths():
     cfg["soft_tissue"] |= {"position_mm": 0.0, "rotation_deg": 0.0}
     cfg["noise"] |= {"position_mm": 0.0, "rotation_deg": 0.0}
     body = S._body()
-    return Synthesizer(body, "rbm14"), Synthesizer(body, "rbm14", load_realism(cfg))
+    return Synthesizer(body, DEFAULT_MARKERS), Synthesizer(body, DEFAULT_MARKERS, load_realism(cfg))
 
 
 @functools.cache
@@ -63,8 +65,8 @@ def _explore_motion(walk_frames, seed: int, clip: str = "explore"):
 
 def _row(clip: str, plates: str, frames: int, prior_weight: float, perturb_mm: float) -> list[str]:
     from rbmcap.baseline.prior import default_pose_prior
-    from rbmcap.calibrate import fit as F
-    from rbmcap.calibrate.session import FitState, FitWeights, SessionFit
+    from rbmcap.calibrate import session_fit as F
+    from rbmcap.calibrate.objective import FitState, FitWeights, SessionFit
     from rbmcap.geometry import rotmat_geodesic_angle
 
     realistic, clips = S._synths, S.walk_motion

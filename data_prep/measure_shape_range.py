@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rbmcap.markers.markerset import DEFAULT_MARKERS
+
 SHAPES: dict[str, dict[int, float]] = {
     "mean": {},
     "tall (b0 +2)": {0: 2.0},
@@ -108,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                     "--out",
                     str(data),
                     "--markers",
-                    "rbm14",
+                    DEFAULT_MARKERS,
                     "--realism",
                     "realistic",
                     "--seed",

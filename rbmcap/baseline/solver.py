@@ -40,7 +40,7 @@ from rbmcap.baseline.scaling import unknown_scales
 from rbmcap.baseline.window import Problem, Start, WindowFit, WindowResult, fit_window
 from rbmcap.body.params import SMPLParams
 from rbmcap.errors import DataError
-from rbmcap.markers.markerset import MarkerSet, load_marker_set
+from rbmcap.markers.markerset import DEFAULT_MARKERS, MarkerSet, load_marker_set
 from rbmcap.markers.plates import plate_topology
 
 
@@ -60,7 +60,7 @@ class Solver:
     def __init__(
         self,
         body,
-        markers: MarkerSet | str = "rbm14",
+        markers: MarkerSet | str = DEFAULT_MARKERS,
         config: SolverConfig | str | Path = "default",
         prior: GaussianMixturePrior | str | Path | None = None,
         device: str | torch.device = "cpu",

@@ -18,6 +18,8 @@ import time
 import numpy as np
 import torch
 
+from rbmcap.markers.markerset import DEFAULT_MARKERS
+
 FRAMES, QUICK_FRAMES = 240, 30
 QUICK_ITERATIONS = 10
 
@@ -34,7 +36,7 @@ def run(quick: bool = False, device: str = "cpu") -> dict:
     body, motion, obs, prior = _sequence_and_prior(quick)
     config = load_solver_config("default")
     iterations = QUICK_ITERATIONS if quick else config.optimiser.iterations
-    solver = Solver(body, "rbm14", config, prior=prior, device=device)
+    solver = Solver(body, DEFAULT_MARKERS, config, prior=prior, device=device)
     solves = [
         solver.solve(
             obs.pos,
@@ -52,7 +54,7 @@ def run(quick: bool = False, device: str = "cpu") -> dict:
     net_ms = _network_ms_per_frame(obs, repeats=1 if quick else 3)
     return {
         "model": body.identity,
-        "markers": "rbm14",
+        "markers": DEFAULT_MARKERS,
         "realism": "none",
         "sequence": f"procedural walk seed 0, first {best.frames} frames",
         "frames": best.frames,
@@ -88,7 +90,7 @@ def _sequence_and_prior(quick: bool):
     frames = QUICK_FRAMES if quick else FRAMES
     motion = generate("walk", seed=0, body=body)
     poses, trans = motion.poses[:frames], motion.trans[:frames]
-    obs = Synthesizer(body, "rbm14", "none")(poses, trans, motion.betas, key="bench")
+    obs = Synthesizer(body, DEFAULT_MARKERS, "none")(poses, trans, motion.betas, key="bench")
     kinds = ("run",) if quick else ("run", "walk")
     train = np.concatenate([generate(k, seed=1, body=body).poses for k in kinds])
     return body, motion, obs, fit_pose_prior(train, num_components=4, seed=0)

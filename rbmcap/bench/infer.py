@@ -21,6 +21,8 @@ import time
 import numpy as np
 import torch
 
+from rbmcap.markers.markerset import DEFAULT_MARKERS
+
 STREAM_CHECKPOINT = "standin-rbm14-stream"
 """The causal model timed unless a checkpoint is given."""
 STREAM_EXPERIMENT = "standin_rbm14_stream"
@@ -58,7 +60,7 @@ def sample_observations(frames: int, seed: int = 0):
     reps = int(np.ceil(frames / motion.num_frames))
     poses = np.concatenate([motion.poses] * reps)[:frames]
     trans = np.concatenate([motion.trans] * reps)[:frames]
-    obs = Synthesizer(body, "rbm14", "realistic")(poses, trans, motion.betas, key="bench")
+    obs = Synthesizer(body, DEFAULT_MARKERS, "realistic")(poses, trans, motion.betas, key="bench")
     return obs, poses, trans, motion.betas
 
 

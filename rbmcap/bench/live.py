@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from rbmcap.markers.markerset import DEFAULT_MARKERS
+
 RATES = (120.0, 240.0, 360.0)
 SUBJECTS = (1, 4)
 SUBJECT_NAMES = ("s1", "s2", "s3", "s4")
@@ -69,7 +71,7 @@ def _take(folder: Path, subjects: int) -> Path:
     from rbmcap.markers.markerset import load_marker_set
 
     obs, *_ = sample_observations(2400)
-    names = list(load_marker_set("rbm14").names)
+    names = list(load_marker_set(DEFAULT_MARKERS).names)
     capture = Capture(fps=240.0, names=names, pos=obs.pos, rot=obs.rot, valid=obs.valid)
     if subjects > 1:
         capture = _prefixed(capture, SUBJECT_NAMES[:subjects])

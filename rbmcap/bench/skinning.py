@@ -12,7 +12,7 @@ import torch
 
 from rbmcap.bench.timing import best_seconds
 from rbmcap.body import load_body_model
-from rbmcap.markers.markerset import load_marker_set
+from rbmcap.markers.markerset import DEFAULT_MARKERS, load_marker_set
 
 BATCH = 1024
 QUICK_BATCH = 128
@@ -20,7 +20,7 @@ QUICK_BATCH = 128
 
 def run(quick: bool = False, model: str = "standin") -> dict:
     body = load_body_model(model)
-    markers = load_marker_set("rbm14")
+    markers = load_marker_set(DEFAULT_MARKERS)
     ids = body.with_one_rings(markers.resolve(body))
     batch = QUICK_BATCH if quick else BATCH
     gen = torch.Generator().manual_seed(0)

@@ -34,6 +34,7 @@ import torch
 
 from rbmcap.bench.timing import best_seconds
 from rbmcap.body import load_body_model
+from rbmcap.markers.markerset import DEFAULT_MARKERS
 from rbmcap.markers.plates import plate_frames
 from rbmcap.markers.synth import CHUNK_FRAMES, Synthesizer
 
@@ -60,7 +61,7 @@ def speed(quick: bool = False) -> dict:
     can slow small tensor operations down many times over, and one thread then wins.
     """
     body = load_body_model("standin")
-    synth = Synthesizer(body, "rbm14")
+    synth = Synthesizer(body, DEFAULT_MARKERS)
     frames = QUICK_FRAMES if quick else FRAMES
     dense_frames = QUICK_DENSE_FRAMES if quick else DENSE_FRAMES
     poses, trans, betas = _motion(frames, 0)
@@ -89,7 +90,7 @@ def speed(quick: bool = False) -> dict:
     best_sparse, best_dense = max(sparse_fps.values()), max(dense_fps.values())
     return {
         "model": body.identity,
-        "markers": "rbm14",
+        "markers": DEFAULT_MARKERS,
         "skinned_vertices": len(synth.topology.skin_ids),
         "num_vertices": int(body.num_vertices),
         "sparse_frames": frames,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from rbmcap.markers.markerset import DEFAULT_MARKERS
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -20,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("captures", nargs="+", help="capture files (.npz, from `rbmcap import`)")
     p.add_argument("--out", required=True, help="calibration YAML to write")
-    p.add_argument("--markers", default="rbm14", help="marker set name or YAML path")
+    p.add_argument("--markers", default=DEFAULT_MARKERS, help="marker set name or YAML path")
     p.add_argument("--body", default="standin", help="'standin' or a model file/folder")
     p.add_argument(
         "--frames",

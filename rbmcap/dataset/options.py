@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rbmcap.errors import ConfigError
+from rbmcap.markers.markerset import DEFAULT_MARKERS
 
 GENDERS = ("neutral", "male", "female")
 """Body model genders (``gender``)."""
@@ -51,7 +52,7 @@ class SynthOptions:
     out: str | Path
     body: str = "standin"
     gender: str = "neutral"
-    markers: str | Mapping[str, Any] = "rbm14"
+    markers: str | Mapping[str, Any] = DEFAULT_MARKERS
     realism: str | Mapping[str, Any] = "none"
     fps: float = 60.0
     seed: int = 0

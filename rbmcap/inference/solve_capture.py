@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from rbmcap.errors import ConfigError, DataError
+from rbmcap.markers.markerset import DEFAULT_MARKERS
 from rbmcap.motion.smpl_motion import SMPLMotion
 
 METHODS = ("network", "solver", "hybrid")
@@ -69,7 +70,7 @@ def solve_capture(
     calibration=None,
     *,
     body,
-    markers="rbm14",
+    markers=DEFAULT_MARKERS,
     prior=None,
     config="default",
     iterations: int | None = None,
@@ -246,5 +247,5 @@ def _solver_body_and_markers(predictor, body, markers):
 
         body = checkpoint_body(predictor.body_id if predictor is not None else "standin")
     if markers is None:
-        markers = predictor.marker_set if predictor is not None else "rbm14"
+        markers = predictor.marker_set if predictor is not None else DEFAULT_MARKERS
     return body, markers

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from rbmcap.io.capture import Capture
+from rbmcap.markers.markerset import DEFAULT_MARKERS
 
 
 @dataclass
@@ -42,7 +43,7 @@ class ImportOptions:
     markers: str | Path | None = None
     allow_missing: bool = False
     progress: bool = False
-    default_markers: str = "rbm14"
+    default_markers: str = DEFAULT_MARKERS
 
 
 def import_capture(path: str | Path, options: ImportOptions | None = None) -> Capture:

@@ -29,6 +29,10 @@ from rbmcap.config.values import short_repr
 from rbmcap.errors import ConfigError, ModelError
 from rbmcap.markers.anchors import Anchor, resolve_anchors
 
+DEFAULT_MARKERS = "rbm14"
+"""The marker set used where none is named: the 14-plate reference set
+(``conf/markers/rbm14.yaml``). The Hydra training tree names the same default in its defaults list
+(``conf/train.yaml``)."""
 KINDS = ("rbm", "point")
 SMPL_NUM_VERTICES = 6890
 MAX_VERTICES = 2**31 - 1

@@ -16,7 +16,7 @@ import roma
 import torch
 
 from rbmcap.errors import DataError
-from rbmcap.markers.markerset import MarkerSet, load_marker_set
+from rbmcap.markers.markerset import DEFAULT_MARKERS, MarkerSet, load_marker_set
 from rbmcap.markers.plates import PLATE_STANDOFF, plate_frames, plate_topology
 from rbmcap.markers.realism import (
     Perturbation,
@@ -101,7 +101,7 @@ class Synthesizer:
     def __init__(
         self,
         body,
-        markers: MarkerSet | str = "rbm14",
+        markers: MarkerSet | str = DEFAULT_MARKERS,
         realism: RealismConfig | str = "none",
         *,
         standoff: float = PLATE_STANDOFF,
@@ -209,7 +209,7 @@ def synthesize(
     trans=None,
     betas=None,
     *,
-    markers: MarkerSet | str = "rbm14",
+    markers: MarkerSet | str = DEFAULT_MARKERS,
     realism: RealismConfig | str = "none",
     fps: float = 60.0,
     seed: int = 0,

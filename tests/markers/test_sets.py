@@ -10,7 +10,7 @@ import torch
 
 from rbmcap.errors import ConfigError, FormatError, ModelError
 from rbmcap.markers.anchors import bone_point, dominant_smpl_joint
-from rbmcap.markers.markerset import available_marker_sets, load_marker_set
+from rbmcap.markers.markerset import DEFAULT_MARKERS, available_marker_sets, load_marker_set
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 RBM14 = [
@@ -94,6 +94,18 @@ def test_hydra_composes_a_set_as_the_loader_does(name):
     loaded = load_marker_set(name)
     assert composed.name == loaded.name == name
     assert composed.fingerprint == loaded.fingerprint and composed.parents == loaded.parents
+
+
+def test_the_hydra_tree_and_the_library_default_to_the_same_marker_set():
+    from hydra import compose, initialize_config_module
+
+    from rbmcap.config.packaged import HYDRA_CONFIG_MODULE
+    from rbmcap.dataset import SynthOptions
+
+    with initialize_config_module(HYDRA_CONFIG_MODULE, version_base=None):
+        cfg = compose("train")
+    assert cfg.markers.name == DEFAULT_MARKERS == SynthOptions.defaults()["markers"]
+    assert load_marker_set(DEFAULT_MARKERS).name == DEFAULT_MARKERS
 
 
 def test_moshpp53_is_53_points_with_the_listed_vertices():

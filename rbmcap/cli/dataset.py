@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from rbmcap.dataset import RBMDataset, dataset_info, merge_datasets
+from rbmcap.dataset import Manifest, RBMDataset, dataset_info, merge_datasets
 from rbmcap.errors import DataError
 
 
@@ -53,8 +53,6 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from rbmcap.dataset import Manifest
-
     bad = []
     for split in Manifest.load(args.path).splits():
         bad += [f"{split}/{name}" for name in RBMDataset(args.path, split).verify()]

@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from tqdm import tqdm
 
+from rbmcap.body.load import load_body_model
 from rbmcap.dataset.manifest import FORMAT_VERSION, Manifest, SequenceEntry, array_tails
 from rbmcap.dataset.npyio import file_sha256
 from rbmcap.dataset.options import SynthOptions
@@ -81,10 +84,6 @@ _WORKER: dict[str, Any] = {}
 
 
 def _init_worker(body_spec: str, gender: str, markers, realism, threads: int) -> None:
-    import torch
-
-    from rbmcap.body import load_body_model
-
     torch.set_num_threads(threads)
     _WORKER["synth"] = Synthesizer(load_body_model(body_spec, gender=gender), markers, realism)
 
@@ -165,8 +164,6 @@ def synthesize_dataset(
         ConfigError: bad options, or ``out`` holds a dataset made with another configuration.
         DataError: no usable motion was found.
     """
-    from rbmcap.body import load_body_model
-
     on_skip = on_skip or _warn_skip
     if body is None:
         body = load_body_model(options.body, gender=options.gender)
@@ -211,8 +208,6 @@ def synthesize_dataset(
 def _run_jobs(
     writer: DatasetWriter, jobs: list[MotionJob], options: SynthOptions, synth: Synthesizer
 ) -> list[tuple[str, Any]]:
-    from tqdm import tqdm
-
     results: list[tuple[str, Any] | None] = [None] * len(jobs)
     bar = tqdm(total=len(jobs), unit="seq", disable=not options.progress, file=sys.stderr)
     frames, t0 = 0, time.perf_counter()

@@ -16,6 +16,7 @@ that of its ``generate`` node.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -79,8 +80,6 @@ class WindowDataset(Dataset):
 def window_repeats(windows, sequences, oversample: dict[str, int]) -> np.ndarray:
     """The window indices of a :class:`WindowDataset`, each repeated as ``oversample`` says
     (window order kept). ConfigError for a count below 1 or a glob that matches nothing."""
-    import fnmatch
-
     repeat = np.ones(len(sequences), dtype=np.int64)
     names = [s.name for s in sequences]
     for pattern, count in oversample.items():

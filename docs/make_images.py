@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from rbmcap.body import load_body_model
-from rbmcap.body.render import draw_mesh
+from rbmcap.body.mesh_pictures import draw_mesh
 from rbmcap.markers.markerset import available_marker_sets, load_marker_set
 from rbmcap.markers.synth import Synthesizer
 from rbmcap.motion.procedural import generate

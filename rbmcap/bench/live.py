@@ -1,14 +1,14 @@
 """``rbmcap bench live``: a live session's packet-received → pose-sent latency and lost frames.
 
-A NatNet server (:class:`~rbmcap.live.natnet_server.NatNetServer`, NatNet 4.1, unicast on
+A NatNet server (:class:`~rbmcap.bench.natnet_server.NatNetServer`, NatNet 4.1, unicast on
 loopback) runs in a child process, so its send loop shares no interpreter lock with the session,
 and streams rbm14 plates of a procedural walk on the stand-in (one subject, or four with their
 plates prefixed ``s1_``…``s4_``) at 120, 240 and 360 Hz. In this process a
 :class:`~rbmcap.inference.stream.StreamSession`-backed :class:`~rbmcap.live.session.LiveSession`
-receives them through :class:`~rbmcap.live.natnet.NatNetSource` on one torch thread, poses every
-subject with the shipped causal model (``compiled``; ``trace`` in ``quick``) and sends each
-pose as VMC over OSC to a loopback port, first waiting idle between frames, then ``hot``
-(:attr:`~rbmcap.live.session.LiveOptions.hot`). Per run: latency p50/p99/max (from
+receives them through :class:`~rbmcap.live.sources.natnet.NatNetSource` on one torch thread,
+poses every subject with the shipped causal model (``compiled``; ``trace`` in ``quick``) and
+sends each pose as VMC over OSC to a loopback port, first waiting idle between frames, then
+``hot`` (:attr:`~rbmcap.live.session.LiveOptions.hot`). Per run: latency p50/p99/max (from
 the packet's arrival to the last pose sent), frames received, posed, dropped (the consumer too
 slow), lost (never arrived), and how far the consumer fell behind (frames).
 """
@@ -99,9 +99,9 @@ def _prefixed(capture, subjects):
 def _measure(
     predictor, take: Path, rate: float, subjects: int, seconds: float, backend: str, hot: bool
 ):
-    from rbmcap.live.natnet import NatNetSource
     from rbmcap.live.session import LiveOptions, LiveSession
     from rbmcap.live.sinks.vmc import VMCSink
+    from rbmcap.live.sources.natnet import NatNetSource
     from rbmcap.live.subject import Subject
 
     ctx = multiprocessing.get_context("spawn")
@@ -136,8 +136,8 @@ def _measure(
 def serve(take: str, rate: float, ports, stop) -> None:
     """The server process: stream ``take`` at ``rate`` until ``stop`` is set; its command port
     goes to ``ports``."""
+    from rbmcap.bench.natnet_server import NatNetServer
     from rbmcap.io.capture import Capture
-    from rbmcap.live.natnet_server import NatNetServer
 
     server = NatNetServer(Capture.load(take), fps=rate).start()
     ports.put(server.command_port)

@@ -73,8 +73,8 @@ def _render(args) -> int:
     import torch
 
     from rbmcap.body import load_body_model
+    from rbmcap.body.mesh_pictures import render_meshes
     from rbmcap.body.poses import stride_pose
-    from rbmcap.body.render import render_meshes
 
     if args.out.suffix.lower() != ".png":
         raise ConfigError(f"{args.out}: output must be a .png file")

@@ -109,8 +109,8 @@ def _body_and_render(out: Path) -> dict:
     import torch
 
     from rbmcap.body import load_body_model
+    from rbmcap.body.mesh_pictures import render_meshes
     from rbmcap.body.poses import stride_pose
-    from rbmcap.body.render import render_meshes
 
     t = _step("1. stand-in body (built and cached on first use)")
     body = load_body_model("standin")

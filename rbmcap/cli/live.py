@@ -94,9 +94,30 @@ def _source_options(p: argparse.ArgumentParser) -> None:
 
 
 def _live(args: argparse.Namespace) -> int:
-    from rbmcap.live.address import SourceOptions, open_source
-    from rbmcap.live.run import LiveRun
+    # The library loads torch and the model code: only when the command runs, not for --help.
+    from rbmcap.live.pipeline import LivePipeline, LiveSetup, SinkOptions  # (see above)
+    from rbmcap.live.session import LiveOptions  # (see above)
+    from rbmcap.live.sources.address import SourceOptions, open_source  # (see above)
 
+    setup = LiveSetup(
+        ckpt=args.ckpt,
+        subjects=tuple(args.subject),
+        calib=args.calib,
+        mapping=args.map,
+        sinks=SinkOptions(
+            vmc=args.vmc, udp_json=args.udp_json, view=args.view, record=args.record, bvh=args.bvh
+        ),
+        session=LiveOptions(
+            backend=args.backend,
+            fps=args.fps,
+            duration=args.duration,
+            max_frames=args.frames,
+            wait_s=args.wait,
+            hot=args.hot,
+        ),
+        calibrate_s=args.calibrate,
+        calib_out=args.calib_out,
+    )
     source = open_source(
         args.source,
         SourceOptions(
@@ -109,7 +130,7 @@ def _live(args: argparse.Namespace) -> int:
             plates=args.plates,
         ),
     )
-    run = LiveRun.from_args(args, source)
+    run = LivePipeline.build(source, setup)
     stats, interrupted = run.run()
     summary = run.summary(stats, interrupted)
     if args.json:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from rbmcap.render.options import defaults
+    from rbmcap.render.render_options import defaults
 
     d = defaults()
     p = sub.add_parser(

@@ -3,7 +3,7 @@
 One thread receives and poses: the one that called :meth:`LiveSession.run` (the main thread from
 the command line, so Ctrl-C and SIGTERM land there). Each turn of its loop
 
-- waits for the source's next frame (:mod:`rbmcap.live.source`), then reads every frame that
+- waits for the source's next frame (:mod:`rbmcap.live.sources.base`), then reads every frame that
   arrived meanwhile without waiting and poses the newest (after the one before it when the two
   arrived together, less than half a frame apart: a burst on the network): frames a slow turn
   (a slow sink, a late step) was overtaken by are counted ``dropped`` and never queue, and the
@@ -38,7 +38,7 @@ from rbmcap.errors import DataError, first_line
 from rbmcap.live.frames import LivePose, LiveStats, RigidBodyFrame
 from rbmcap.live.handoff import KeyedSlots
 from rbmcap.live.sinks.base import Sink, SubjectInfo
-from rbmcap.live.source import Source, SourceLost
+from rbmcap.live.sources.base import Source, SourceLost
 from rbmcap.live.subject import Subject, SubjectGroup, SubjectStream, phase_count
 
 log = logging.getLogger("rbmcap.live")

@@ -16,7 +16,7 @@ Submodules load matplotlib; import them where they are used.
 
 from __future__ import annotations
 
-from rbmcap.render.options import RenderOptions
+from rbmcap.render.render_options import RenderOptions
 
 __all__ = [
     "Comparison",
@@ -31,7 +31,7 @@ __all__ = [
 _LAZY = {
     "Comparison": "rbmcap.render.comparison",
     "load_comparison": "rbmcap.render.sources",
-    "render": "rbmcap.render.run",
+    "render": "rbmcap.render.clip",
     "render_comparison": "rbmcap.render.clip",
     "render_still": "rbmcap.render.clip",
     "render_worst": "rbmcap.render.worst",

@@ -1,4 +1,5 @@
-"""Render a comparison: an animation of its frames, or a still of one frame.
+"""Render a comparison: an animation of its frames, or a still of one frame; :func:`render` loads
+the comparison :class:`~rbmcap.render.render_options.RenderOptions` names and writes it.
 
 Frames are thinned as ``rbmcap motion render`` thins them
 (:func:`rbmcap.motion.render.frame_indices`): about ``out_fps`` pictures per second of motion,
@@ -14,7 +15,22 @@ import numpy as np
 from rbmcap.motion.render import frame_indices
 from rbmcap.render.comparison import Comparison
 from rbmcap.render.figure import ComparisonFigure
+from rbmcap.render.render_options import RenderOptions
+from rbmcap.render.sources import load_comparison
 from rbmcap.render.writers import check_output, write_animation, write_png
+
+
+def render(opts: RenderOptions) -> Path:
+    """Load what ``opts`` names and write its animation or still; returns the written path."""
+    check_output(opts.out, opts.still)  # a wrong suffix fails before any loading
+    comparison = load_comparison(
+        opts.inputs, sequence=opts.sequence, methods=opts.methods, body=opts.body
+    )
+    if opts.still:
+        return render_still(comparison, opts.out, opts.frame or 0, mesh=opts.mesh)
+    return render_comparison(
+        comparison, opts.out, out_fps=opts.fps, max_frames=opts.max_frames, mesh=opts.mesh
+    )
 
 
 def render_comparison(

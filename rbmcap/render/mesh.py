@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.collections import PathCollection
 from matplotlib.path import Path
 
-from rbmcap.body.render import facing_faces
+from rbmcap.body.mesh_pictures import facing_faces
 from rbmcap.render.camera import Camera
 
 SKIN = np.array([0.86, 0.76, 0.68])

@@ -21,5 +21,6 @@ in a browser).
 Modules: :mod:`~rbmcap.view.layers` (inputs → layers), :mod:`~rbmcap.view.skinning` (a body as
 a skinned mesh), :mod:`~rbmcap.view.plates`, :mod:`~rbmcap.view.timeline`,
 :mod:`~rbmcap.view.frame_error`, :mod:`~rbmcap.view.scene` (viser nodes),
-:mod:`~rbmcap.view.gui` (panel), :mod:`~rbmcap.view.recording`, :mod:`~rbmcap.view.app`.
+:mod:`~rbmcap.view.gui` (panel), :mod:`~rbmcap.view.recording`, :mod:`~rbmcap.view.server` (the
+viser server).
 """

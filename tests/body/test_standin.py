@@ -226,7 +226,7 @@ def test_rendering_leaves_the_callers_matplotlib_backend_alone(standin, tmp_path
     """A notebook's inline backend must survive a render (pyplot would switch it to Agg)."""
     import matplotlib
 
-    from rbmcap.body.render import render_meshes
+    from rbmcap.body.mesh_pictures import render_meshes
 
     before = matplotlib.get_backend()
     matplotlib.use("svg")

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from helpers.live import prefixed, synthetic_take
 
-from rbmcap.calibrate.file import Calibration
+from rbmcap.calibrate.calibration import Calibration
 from rbmcap.cli.main import main
-from rbmcap.live.address import host_port, open_source
+from rbmcap.live.pipeline import host_port
+from rbmcap.live.sources.address import open_source
 from rbmcap.motion.smpl_motion import SMPLMotion
 
 TRACE = ["--backend", "trace"]

@@ -40,12 +40,12 @@ from pythonosc.osc_bundle import OscBundle
 
 from rbmcap.inference import Predictor
 from rbmcap.live.frames import LiveStats, RigidBodyFrame
-from rbmcap.live.natnet import NatNetSource
-from rbmcap.live.qualisys import QualisysSource
-from rbmcap.live.replay import ReplaySource
 from rbmcap.live.session import LiveOptions, LiveSession
 from rbmcap.live.sinks.recording import RecordingSink
 from rbmcap.live.sinks.vmc import UNITY_BONES, VMCSink
+from rbmcap.live.sources.natnet import NatNetSource
+from rbmcap.live.sources.qualisys import QualisysSource
+from rbmcap.live.sources.replay import ReplaySource
 from rbmcap.live.subject import Subject
 from rbmcap.motion.smpl_motion import SMPLMotion
 

@@ -1,5 +1,5 @@
-"""NatNetSource against rbmcap's NatNetServer on loopback (rbmcap/live/natnet.py and
-rbmcap/live/natnet_server.py)."""
+"""NatNetSource against rbmcap's NatNetServer on loopback (rbmcap/live/sources/natnet.py and
+rbmcap/bench/natnet_server.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pytest
 import roma
 import torch
 
+from rbmcap.bench.natnet_server import BodyFrames, NatNetServer
 from rbmcap.errors import ConfigError, FormatError
 from rbmcap.io.capture import Capture
-from rbmcap.live import natnet_protocol as nn
-from rbmcap.live.natnet import NatNetSource, convert_bodies
-from rbmcap.live.natnet_server import BodyFrames, NatNetServer
-from rbmcap.live.source import Source, SourceLost
+from rbmcap.live.sources import natnet_decoder as nn
+from rbmcap.live.sources.base import Source, SourceLost
+from rbmcap.live.sources.natnet import NatNetSource, convert_bodies
 
 NAMES = ("pelvis", "left foot", "right_hand <R&D>")
 RATE = 200.0
@@ -324,7 +324,7 @@ def test_the_numpy_quaternion_conversion_is_romas():
     import roma
     import torch
 
-    from rbmcap.live.natnet import unitquat_to_rotmat
+    from rbmcap.live.sources.natnet import unitquat_to_rotmat
 
     quat = roma.random_unitquat(64, dtype=torch.float64)
     expected = roma.unitquat_to_rotmat(quat).numpy()

@@ -20,8 +20,8 @@ from qtm_rt import QRTPacket
 
 from rbmcap.errors import ConfigError
 from rbmcap.io.optitrack import Y_UP_TO_Z_UP
-from rbmcap.live.qualisys import QUEUE_FRAMES, QualisysSource, convert_6d, packet_6d
-from rbmcap.live.source import Source, SourceLost
+from rbmcap.live.sources.base import Source, SourceLost
+from rbmcap.live.sources.qualisys import QUEUE_FRAMES, QualisysSource, convert_6d, packet_6d
 
 NAMES = ("pelvis", "left_foot", "right foot <R&D>")
 RATE = 200.0

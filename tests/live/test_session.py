@@ -24,9 +24,9 @@ from rbmcap.errors import ConfigError
 from rbmcap.inference import Predictor
 from rbmcap.live.frames import RigidBodyFrame
 from rbmcap.live.handoff import FrameQueue, NewestSlot
-from rbmcap.live.replay import ReplaySource
 from rbmcap.live.session import LiveOptions, LiveSession
-from rbmcap.live.source import SourceLost
+from rbmcap.live.sources.base import SourceLost
+from rbmcap.live.sources.replay import ReplaySource
 from rbmcap.live.subject import Subject, phase_count, strip_prefix
 
 # Sessions replay at a rate and count what was posed, dropped or stopped in time: under

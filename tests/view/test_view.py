@@ -220,7 +220,7 @@ def test_view_without_viser_names_the_extra(motion_file, monkeypatch, capsys):
 def viewer(eval_folder, motion_file):
     """The viewer on the eval folder's worst sequence and a motion, on a free local port."""
     pytest.importorskip("viser")
-    from rbmcap.view.app import start_viewer
+    from rbmcap.view.server import start_viewer
 
     v = start_viewer(load_view([eval_folder, motion_file]), port=0)
     yield v
@@ -366,7 +366,7 @@ def test_the_viewer_draws_bodies_plates_and_timeline_in_chromium(
     _needs_browser_tools()
     import playwright.sync_api as playwright
 
-    from rbmcap.view.app import start_viewer
+    from rbmcap.view.server import start_viewer
 
     out = tmp_path / "eval"
     assert (

@@ -30,7 +30,7 @@ from rbmcap.errors import ConfigError, DataError
 from rbmcap.live.frames import LivePose, LiveStats
 from rbmcap.live.sinks.base import SubjectInfo
 from rbmcap.live.sinks.vmc import RateLimit, rotmat_to_quat_xyzw
-from rbmcap.live.source import LOOPBACK
+from rbmcap.live.sources.base import LOOPBACK
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 log = logging.getLogger("rbmcap.live")

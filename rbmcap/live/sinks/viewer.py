@@ -24,7 +24,7 @@ import torch
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.live.frames import LivePose, LiveStats
 from rbmcap.live.sinks.base import SubjectInfo
-from rbmcap.live.source import LOOPBACK
+from rbmcap.live.sources.base import LOOPBACK
 from rbmcap.view.layers import METHOD_COLOURS, OTHER_COLOURS
 from rbmcap.view.plates import axis_segments
 from rbmcap.view.scene import MISSING_GREY, PLATE_AXIS_M
@@ -110,7 +110,7 @@ class ViewerSink:
         Raises:
             ConfigError: viser is not installed.
         """
-        from rbmcap.view.app import import_viser
+        from rbmcap.view.server import import_viser
 
         viser = import_viser()
         self.server = viser.ViserServer(host=self.host, port=self.port, verbose=False)

@@ -57,7 +57,7 @@ from rbmcap.errors import ConfigError, DataError
 from rbmcap.io.bvh_export import Z_UP_TO_Y_UP
 from rbmcap.live.frames import LivePose, LiveStats
 from rbmcap.live.sinks.base import SubjectInfo
-from rbmcap.live.source import LOOPBACK
+from rbmcap.live.sources.base import LOOPBACK
 from rbmcap.skeleton import SMPL_PARENTS
 
 log = logging.getLogger("rbmcap.live")

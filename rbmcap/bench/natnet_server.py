@@ -1,6 +1,6 @@
 """``NatNetServer``: recorded rigid bodies streamed as a NatNet server, for benchmarks and demos.
 
-The server plays Motive's part of :mod:`~rbmcap.live.natnet_protocol` on loopback (or the
+The server plays Motive's part of NatNet (:mod:`~rbmcap.bench.natnet_encoder`) on loopback (or the
 interface ``address``). On its command socket it answers
 
 - ``NAT_CONNECT`` with ``NAT_SERVERINFO`` (registering the sender as a unicast client),
@@ -32,11 +32,12 @@ import numpy as np
 import roma
 import torch
 
+from rbmcap.bench import natnet_encoder as enc
 from rbmcap.errors import ConfigError, FormatError
 from rbmcap.io.capture import Capture
 from rbmcap.io.optitrack import Y_UP_TO_Z_UP
-from rbmcap.live import natnet_protocol as nn
-from rbmcap.live.source import LOOPBACK
+from rbmcap.live.sources import natnet_decoder as nn
+from rbmcap.live.sources.base import LOOPBACK
 
 SPIN_S = 0.0005
 """How long before a frame is due the streaming thread stops sleeping and spins."""
@@ -259,7 +260,7 @@ class NatNetServer:
             tracked=self._valid[t],
             error=np.zeros(len(self._ids), np.float32),
         )
-        return nn.encode_frame(frame, self.version)
+        return enc.encode_frame(frame, self.version)
 
     def _send_frame(self, packet: bytes) -> None:
         if self.multicast is not None:
@@ -305,10 +306,10 @@ class NatNetServer:
             if message == nn.NAT_DISCONNECT:
                 self._clients.pop(client, None)
         if message == nn.NAT_CONNECT:
-            return nn.encode_server_info(self._info())
+            return enc.encode_server_info(self._info())
         if message == nn.NAT_REQUEST_MODELDEF:
             bodies = [nn.RigidBodyDescription(n, int(i)) for n, i in zip(self.names, self._ids)]
-            return nn.encode_model_definitions(bodies, self.version)
+            return enc.encode_model_definitions(bodies, self.version)
         if message == nn.NAT_REQUEST_FRAMEOFDATA:
             return self._encode(max(self._index - 1, 0))
         if message in (nn.NAT_KEEPALIVE, nn.NAT_DISCONNECT):
@@ -329,7 +330,7 @@ class NatNetServer:
 
 def _server_axes(frames: BodyFrames, up: str, scale: float) -> tuple[np.ndarray, np.ndarray]:
     """Positions (T, N, 3) and quaternions (T, N, 4) float32 in the streamed axes and units:
-    the inverse of :func:`~rbmcap.live.natnet.convert_bodies`; invalid bodies as zeros and
+    the inverse of :func:`~rbmcap.live.sources.natnet.convert_bodies`; invalid bodies as zeros and
     identities."""
     pos, quat, valid = frames.pos / scale, frames.quat, frames.valid
     if up == "y":

@@ -1,4 +1,5 @@
-"""``natnet://``: OptiTrack Motive's rigid bodies over NatNet (:mod:`~rbmcap.live.natnet_protocol`).
+"""``natnet://``: OptiTrack Motive's rigid bodies over NatNet
+(:mod:`~rbmcap.live.sources.natnet_decoder`).
 
 The connection follows the NatNet SDK's sample client. A command socket, bound to ``local`` on a
 port the OS chooses, sends ``NAT_CONNECT`` to ``server:command_port``; the reply
@@ -39,9 +40,9 @@ import numpy as np
 
 from rbmcap.errors import ConfigError, FormatError, first_line
 from rbmcap.io.optitrack import Y_UP_TO_Z_UP
-from rbmcap.live import natnet_protocol as nn
 from rbmcap.live.frames import RigidBodyFrame
-from rbmcap.live.source import LOOPBACK, SourceLost
+from rbmcap.live.sources import natnet_decoder as nn
+from rbmcap.live.sources.base import LOOPBACK, SourceLost
 
 UP_AXES = ("y", "z")
 """Server world up axes a source converts from (to rbmcap's Z up)."""

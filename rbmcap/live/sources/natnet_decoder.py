@@ -1,4 +1,6 @@
-"""NatNet, the streaming protocol of OptiTrack Motive: its packets decoded and encoded (no sockets).
+"""NatNet, the streaming protocol of OptiTrack Motive, as a client speaks it (no sockets): the
+server's packets decoded, the client's own requests encoded. The server's side (encoding frames and
+descriptions) is :mod:`rbmcap.bench.natnet_encoder`.
 
 Every NatNet message is one UDP datagram, little-endian throughout: ``uint16`` message id,
 ``uint16`` payload size in bytes, then the payload. The layouts below are those of NatNet 3.0 to
@@ -24,7 +26,7 @@ field only that version and later carry.
 
 Strings are NUL-terminated UTF-8. Positions are in the server's units (Motive: metres) and axes
 (Motive: Y up by default); the conversion to rbmcap's conventions is the source's
-(:mod:`rbmcap.live.natnet`). A malformed or truncated packet raises :class:`~rbmcap.errors.
+(:mod:`rbmcap.live.sources.natnet`). A malformed or truncated packet raises :class:`~rbmcap.errors.
 FormatError` with one line naming the byte offset and what was expected there.
 """
 
@@ -82,20 +84,19 @@ BODY = np.dtype(
 MAX_PAYLOAD = 65503
 """The largest payload one IPv4 UDP datagram carries after NatNet's 4-byte header."""
 
-_HEADER = struct.Struct("<HH")
-_I32 = struct.Struct("<i")
+# The layouts both sides share (the module docstring gives them in words).
+HEADER = struct.Struct("<HH")
+I32 = struct.Struct("<i")
 _II = struct.Struct("<ii")
-_VEC3 = struct.Struct("<3f")
-_QUAT = struct.Struct("<4f")
-_SENDER = struct.Struct("<256s4B4B")
-_SERVER_TAIL = struct.Struct("<QHB4B")
-_RB_DESC_HEAD = struct.Struct("<ii3f")
-_SUFFIX = struct.Struct("<IId3Q")
-_PRECISION = struct.Struct("<II")
-_PARAMS = struct.Struct("<h")
-_LABELED_MARKER_BYTES = 26  # int32 id, float32[3], float32 size, int16 params, float32 residual
-_ASSET_MARKER_BYTES = 26
-_FORCE_PLATE_FLOATS = 2 + 3 + 144 + 12  # dimensions, origin, calibration matrix, corners
+QUAT = struct.Struct("<4f")
+SENDER = struct.Struct("<256s4B4B")
+SERVER_TAIL = struct.Struct("<QHB4B")
+RB_DESC_HEAD = struct.Struct("<ii3f")
+SUFFIX = struct.Struct("<IId3Q")
+PRECISION = struct.Struct("<II")
+PARAMS = struct.Struct("<h")
+LABELED_MARKER_BYTES = 26  # int32 id, float32[3], float32 size, int16 params, float32 residual
+FORCE_PLATE_FLOATS = 2 + 3 + 144 + 12  # dimensions, origin, calibration matrix, corners
 
 
 def natnet_version(version: Sequence[int]) -> Version:
@@ -165,72 +166,6 @@ class RigidBodyDescription:
 
 
 @dataclass(frozen=True)
-class MarkerSetDescription:
-    """A marker set of ``NAT_MODELDEF`` (encoded for tests and demos; decoding skips it)."""
-
-    name: str
-    marker_names: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class SkeletonDescription:
-    """A skeleton: its bones are rigid-body descriptions (decoding skips it)."""
-
-    name: str
-    id: int
-    bones: tuple[RigidBodyDescription, ...] = ()
-
-
-@dataclass(frozen=True)
-class ForcePlateDescription:
-    """A force plate (geometry and calibration encoded as zeros; decoding skips it)."""
-
-    id: int
-    serial: str
-    channel_names: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class DeviceDescription:
-    """An analog device such as an EMG or a NIDAQ (decoding skips it)."""
-
-    id: int
-    name: str
-    serial: str = ""
-    channel_names: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class CameraDescription:
-    """A camera: position (3,) and orientation (4,) xyzw (decoding skips it)."""
-
-    name: str
-    position: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    orientation: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0)
-
-
-@dataclass(frozen=True)
-class AssetDescription:
-    """A trained markerset asset (NatNet 4.1+): bones and named markers (decoding skips it)."""
-
-    name: str
-    id: int
-    bones: tuple[RigidBodyDescription, ...] = ()
-    marker_names: tuple[str, ...] = ()
-
-
-Description = (
-    RigidBodyDescription
-    | MarkerSetDescription
-    | SkeletonDescription
-    | ForcePlateDescription
-    | DeviceDescription
-    | CameraDescription
-    | AssetDescription
-)
-
-
-@dataclass(frozen=True)
 class ModelDefinitions:
     """A decoded ``NAT_MODELDEF``.
 
@@ -272,32 +207,13 @@ class FrameOfData:
         return bool(self.params & 0x02)
 
 
-@dataclass(frozen=True)
-class FrameExtras:
-    """Frame sections besides rigid bodies, for encoding (decoding skips them): their sizes
-    matter, their values are fillers.
-
-    Attributes:
-        marker_sets: (name, marker count) each; other_markers: legacy unlabeled marker count.
-        skeletons: (id, bone count) each; assets (NatNet 4.1+): (id, bone count, marker count).
-        labeled_markers: count; force_plates, devices: (id, samples per channel) each.
-    """
-
-    marker_sets: tuple[tuple[str, int], ...] = ()
-    other_markers: int = 0
-    skeletons: tuple[tuple[int, int], ...] = ()
-    assets: tuple[tuple[int, int, int], ...] = ()
-    labeled_markers: int = 0
-    force_plates: tuple[tuple[int, tuple[int, ...]], ...] = ()
-    devices: tuple[tuple[int, tuple[int, ...]], ...] = ()
-
-
 # ---------------------------------------------------------------------------------------------
 # Reading
 
 
-class _Reader:
-    """A position in one packet, raising FormatError with the byte offset where data ends."""
+class PacketReader:
+    """A position in one packet of message id ``message``, raising FormatError with the byte
+    offset where data ends."""
 
     __slots__ = ("data", "end", "kind", "pos")
 
@@ -305,7 +221,7 @@ class _Reader:
         self.data, self.kind, self.pos, self.end = bytes(packet), kind, 0, len(packet)
         if self.end < 4:
             self.fail(f"truncated at byte 0: {self.end} bytes, a header needs 4")
-        got, size = _HEADER.unpack_from(self.data, 0)
+        got, size = HEADER.unpack_from(self.data, 0)
         if got != message:
             self.fail(f"message id {got} at byte 0, expected {message}")
         if size > self.end - 4:
@@ -327,7 +243,7 @@ class _Reader:
         return fmt.unpack_from(self.data, self.take(fmt.size, what))
 
     def i32(self, what: str) -> int:
-        return _I32.unpack_from(self.data, self.take(4, what))[0]
+        return I32.unpack_from(self.data, self.take(4, what))[0]
 
     def count(self, what: str) -> int:
         start = self.pos
@@ -363,21 +279,21 @@ def message_id(packet: bytes) -> int:
         raise FormatError(
             f"NatNet packet: truncated at byte 0: {len(packet)} bytes, a header needs 4"
         )
-    return _HEADER.unpack_from(packet, 0)[0]
+    return HEADER.unpack_from(packet, 0)[0]
 
 
 def decode_server_info(packet: bytes) -> ServerInfo:
     """The :class:`ServerInfo` of a ``NAT_SERVERINFO`` packet (the reply to ``NAT_CONNECT``)."""
-    r = _Reader(packet, "server info", NAT_SERVERINFO)
-    name, *versions = r.unpack(_SENDER, "application name and versions")
+    r = PacketReader(packet, "server info", NAT_SERVERINFO)
+    name, *versions = r.unpack(SENDER, "application name and versions")
     info = ServerInfo(
         app_name=name.split(b"\0", 1)[0].decode("utf-8", errors="replace"),
         app_version=tuple(versions[:4]),
         natnet_version=tuple(versions[4:]),
     )
-    if r.end - r.pos < _SERVER_TAIL.size:
+    if r.end - r.pos < SERVER_TAIL.size:
         return info
-    clock, port, multicast, *group = r.unpack(_SERVER_TAIL, "connection info")
+    clock, port, multicast, *group = r.unpack(SERVER_TAIL, "connection info")
     return ServerInfo(
         info.app_name,
         info.app_version,
@@ -394,7 +310,7 @@ def decode_model_definitions(packet: bytes, version: Sequence[int]) -> ModelDefi
     descriptions of other kinds are skipped (by their sizes from NatNet 4.1, by their layouts
     before)."""
     v = natnet_version(version)
-    r = _Reader(packet, "model definitions", NAT_MODELDEF)
+    r = PacketReader(packet, "model definitions", NAT_MODELDEF)
     n = r.count("description")
     bodies, kinds = [], []
     for i in range(n):
@@ -417,10 +333,10 @@ def decode_model_definitions(packet: bytes, version: Sequence[int]) -> ModelDefi
     return ModelDefinitions(tuple(bodies), tuple(kinds))
 
 
-def _rigid_body_description(r: _Reader, v: Version, what: str) -> RigidBodyDescription:
+def _rigid_body_description(r: PacketReader, v: Version, what: str) -> RigidBodyDescription:
     name = r.string(f"{what}: name")
-    body_id, parent, *offset = r.unpack(_RB_DESC_HEAD, f"{what}: id, parent and offset")
-    rotation = r.unpack(_QUAT, f"{what}: rotation") if v >= (4, 2) else (0.0, 0.0, 0.0, 1.0)
+    body_id, parent, *offset = r.unpack(RB_DESC_HEAD, f"{what}: id, parent and offset")
+    rotation = r.unpack(QUAT, f"{what}: rotation") if v >= (4, 2) else (0.0, 0.0, 0.0, 1.0)
     m = r.count(f"{what}: marker")
     start = r.take(16 * m, f"{what}: {m} marker offsets and labels")
     xyz = struct.unpack_from(f"<{3 * m}f", r.data, start)
@@ -440,18 +356,18 @@ def _rigid_body_description(r: _Reader, v: Version, what: str) -> RigidBodyDescr
     )
 
 
-def _strings(r: _Reader, what: str) -> None:
+def _strings(r: PacketReader, what: str) -> None:
     n = r.count(what)
     for k in range(n):
         r.string(f"{what} {k + 1} of {n}")
 
 
-def _skip_marker_set(r: _Reader, v: Version, what: str) -> None:
+def _skip_marker_set(r: PacketReader, v: Version, what: str) -> None:
     r.string(f"{what}: name")
     _strings(r, f"{what}: marker name")
 
 
-def _skip_skeleton(r: _Reader, v: Version, what: str) -> None:
+def _skip_skeleton(r: PacketReader, v: Version, what: str) -> None:
     r.string(f"{what}: name")
     r.take(4, f"{what}: id")
     n = r.count(f"{what}: bone")
@@ -459,14 +375,14 @@ def _skip_skeleton(r: _Reader, v: Version, what: str) -> None:
         _rigid_body_description(r, v, f"{what}, bone {k + 1} of {n}")
 
 
-def _skip_force_plate(r: _Reader, v: Version, what: str) -> None:
+def _skip_force_plate(r: PacketReader, v: Version, what: str) -> None:
     r.take(4, f"{what}: id")
     r.string(f"{what}: serial number")
-    r.take(4 * _FORCE_PLATE_FLOATS + 8, f"{what}: geometry, calibration and types")
+    r.take(4 * FORCE_PLATE_FLOATS + 8, f"{what}: geometry, calibration and types")
     _strings(r, f"{what}: channel name")
 
 
-def _skip_device(r: _Reader, v: Version, what: str) -> None:
+def _skip_device(r: PacketReader, v: Version, what: str) -> None:
     r.take(4, f"{what}: id")
     r.string(f"{what}: name")
     r.string(f"{what}: serial number")
@@ -474,12 +390,12 @@ def _skip_device(r: _Reader, v: Version, what: str) -> None:
     _strings(r, f"{what}: channel name")
 
 
-def _skip_camera(r: _Reader, v: Version, what: str) -> None:
+def _skip_camera(r: PacketReader, v: Version, what: str) -> None:
     r.string(f"{what}: name")
     r.take(28, f"{what}: position and orientation")
 
 
-def _skip_asset(r: _Reader, v: Version, what: str) -> None:
+def _skip_asset(r: PacketReader, v: Version, what: str) -> None:
     r.string(f"{what}: name")
     r.take(8, f"{what}: type and id")
     n = r.count(f"{what}: bone")
@@ -520,10 +436,10 @@ def decode_frame(packet: bytes, version: Sequence[int]) -> FrameOfData:
 def _fast_frame(data: bytes, v: Version) -> FrameOfData | None:
     """The frame of a well-formed packet; None (or struct.error, ValueError) for any other."""
     end = len(data)
-    message, declared = _HEADER.unpack_from(data, 0)
+    message, declared = HEADER.unpack_from(data, 0)
     if message != NAT_FRAMEOFDATA or declared > end - 4:
         return None
-    (frame,) = _I32.unpack_from(data, 4)
+    (frame,) = I32.unpack_from(data, 4)
     if v >= (4, 1):
         off, n_bodies, start = _fast_sections(data)
     else:
@@ -531,12 +447,12 @@ def _fast_frame(data: bytes, v: Version) -> FrameOfData | None:
     if off < 0:
         return None
     bodies = np.frombuffer(data, BODY, count=n_bodies, offset=start)
-    timestamp = _SUFFIX.unpack_from(data, off)[2]
-    off += _SUFFIX.size
+    timestamp = SUFFIX.unpack_from(data, off)[2]
+    off += SUFFIX.size
     left = end - off
     if left in (10, 14) or (left not in (2, 6) and v >= (4, 1)):
-        off += _PRECISION.size
-    (params,) = _PARAMS.unpack_from(data, off)
+        off += PRECISION.size
+    (params,) = PARAMS.unpack_from(data, off)
     return FrameOfData(
         frame,
         timestamp,
@@ -574,39 +490,39 @@ def _fast_sections(data: bytes) -> tuple[int, int, int]:
 def _fast_walk(data: bytes) -> tuple[int, int, int]:
     """NatNet 3.0 to 4.0: as :func:`_fast_sections`, walking each section's layout."""
     bad = (-1, 0, 0)
-    (n,) = _I32.unpack_from(data, 8)
+    (n,) = I32.unpack_from(data, 8)
     off = 12
     for _ in range(n):  # marker sets: name, count, points
         stop = data.index(b"\0", off)
-        (m,) = _I32.unpack_from(data, stop + 1)
+        (m,) = I32.unpack_from(data, stop + 1)
         if m < 0:
             return bad
         off = stop + 5 + 12 * m
-    (m,) = _I32.unpack_from(data, off)  # legacy unlabeled markers
-    (n_bodies,) = _I32.unpack_from(data, off + 4 + 12 * m)
+    (m,) = I32.unpack_from(data, off)  # legacy unlabeled markers
+    (n_bodies,) = I32.unpack_from(data, off + 4 + 12 * m)
     if min(n, m, n_bodies) < 0:
         return bad
     start = off + 8 + 12 * m
     off = start + n_bodies * BODY.itemsize
-    (k,) = _I32.unpack_from(data, off)
+    (k,) = I32.unpack_from(data, off)
     off += 4
     for _ in range(k):  # skeletons: id, bone count, bones
         bones = _II.unpack_from(data, off)[1]
         if bones < 0:
             return bad
         off += 8 + bones * BODY.itemsize
-    (labeled,) = _I32.unpack_from(data, off)
+    (labeled,) = I32.unpack_from(data, off)
     if min(k, labeled) < 0:
         return bad
-    off += 4 + labeled * _LABELED_MARKER_BYTES
+    off += 4 + labeled * LABELED_MARKER_BYTES
     for _ in range(2):  # force plates, devices: id, channels of samples
-        (items,) = _I32.unpack_from(data, off)
+        (items,) = I32.unpack_from(data, off)
         off += 4
         for _ in range(items):
             channels = _II.unpack_from(data, off)[1]
             off += 8
             for _ in range(channels):
-                (samples,) = _I32.unpack_from(data, off)
+                (samples,) = I32.unpack_from(data, off)
                 if samples < 0:
                     return bad
                 off += 4 + 4 * samples
@@ -620,7 +536,7 @@ def _fast_walk(data: bytes) -> tuple[int, int, int]:
 def _checked_frame(packet: bytes, v: Version) -> FrameOfData:
     """:func:`decode_frame` field by field, raising FormatError where the packet breaks."""
     sized = v >= (4, 1)
-    r = _Reader(packet, "frame", NAT_FRAMEOFDATA)
+    r = PacketReader(packet, "frame", NAT_FRAMEOFDATA)
     frame = r.i32("frame number")
     _skip_frame_marker_sets(r, sized)
     _skip_records(r, sized, "unlabeled marker", 12)
@@ -628,7 +544,7 @@ def _checked_frame(packet: bytes, v: Version) -> FrameOfData:
     _skip_frame_skeletons(r, sized)
     if sized:
         _skip_frame_assets(r)
-    _skip_records(r, sized, "labeled marker", _LABELED_MARKER_BYTES)
+    _skip_records(r, sized, "labeled marker", LABELED_MARKER_BYTES)
     _skip_channels(r, sized, "force plate")
     _skip_channels(r, sized, "device")
     timestamp, params = _frame_suffix(r, v)
@@ -644,7 +560,7 @@ def _checked_frame(packet: bytes, v: Version) -> FrameOfData:
     )
 
 
-def _frame_bodies(r: _Reader, sized: bool) -> np.ndarray:
+def _frame_bodies(r: PacketReader, sized: bool) -> np.ndarray:
     """(N,) records of :data:`BODY`."""
     n = r.count("rigid body")
     if sized:
@@ -664,7 +580,7 @@ def _frame_bodies(r: _Reader, sized: bool) -> np.ndarray:
     return np.frombuffer(r.data, BODY, count=n, offset=start)
 
 
-def _skip_frame_marker_sets(r: _Reader, sized: bool) -> None:
+def _skip_frame_marker_sets(r: PacketReader, sized: bool) -> None:
     n = r.count("marker set")
     if sized:
         r.take(r.size("marker sets"), f"{n} marker sets")
@@ -676,13 +592,13 @@ def _skip_frame_marker_sets(r: _Reader, sized: bool) -> None:
         r.take(12 * m, f"{what}: {m} markers")
 
 
-def _skip_records(r: _Reader, sized: bool, what: str, record_bytes: int) -> None:
+def _skip_records(r: PacketReader, sized: bool, what: str, record_bytes: int) -> None:
     n = r.count(what)
     size = r.size(f"{what}s") if sized else n * record_bytes
     r.take(size, f"{n} {what}s")
 
 
-def _skip_frame_skeletons(r: _Reader, sized: bool) -> None:
+def _skip_frame_skeletons(r: PacketReader, sized: bool) -> None:
     n = r.count("skeleton")
     if sized:
         r.take(r.size("skeletons"), f"{n} skeletons")
@@ -694,12 +610,12 @@ def _skip_frame_skeletons(r: _Reader, sized: bool) -> None:
         r.take(bones * BODY.itemsize, f"{what}: {bones} bones")
 
 
-def _skip_frame_assets(r: _Reader) -> None:
+def _skip_frame_assets(r: PacketReader) -> None:
     n = r.count("asset")
     r.take(r.size("assets"), f"{n} assets")
 
 
-def _skip_channels(r: _Reader, sized: bool, what: str) -> None:
+def _skip_channels(r: PacketReader, sized: bool, what: str) -> None:
     """Force plates and devices: per item an id and channels of samples."""
     n = r.count(what)
     if sized:
@@ -714,233 +630,49 @@ def _skip_channels(r: _Reader, sized: bool, what: str) -> None:
             r.take(4 * samples, f"{item}, channel {c + 1}: {samples} samples")
 
 
-def _frame_suffix(r: _Reader, v: Version) -> tuple[float, int]:
+def _frame_suffix(r: PacketReader, v: Version) -> tuple[float, int]:
     """Timestamp (s) and frame params. The params follow the precision timestamp from NatNet
     4.1 on; what is left (params, optional precision timestamp, optional end tag) decides."""
-    _, _, timestamp, *_ = r.unpack(_SUFFIX, "frame suffix: timecode and timestamps")
+    _, _, timestamp, *_ = r.unpack(SUFFIX, "frame suffix: timecode and timestamps")
     left = r.end - r.pos
     precision = left in (10, 14) or (left not in (2, 6) and v >= (4, 1))
     if precision:
-        r.take(_PRECISION.size, "frame suffix: precision timestamp")
-    (params,) = r.unpack(_PARAMS, "frame suffix: params")
+        r.take(PRECISION.size, "frame suffix: precision timestamp")
+    (params,) = r.unpack(PARAMS, "frame suffix: params")
     return timestamp, params
 
 
 # ---------------------------------------------------------------------------------------------
-# Writing
+# The client's requests
 
 
-def _packet(message: int, payload: bytes) -> bytes:
+def with_header(message: int, payload: bytes) -> bytes:
+    """``payload`` behind the NatNet header for ``message``.
+
+    Raises:
+        DataError: a payload larger than one datagram carries (:data:`MAX_PAYLOAD`).
+    """
     if len(payload) > MAX_PAYLOAD:
         raise DataError(
             f"NatNet packet of {len(payload)} bytes exceeds one datagram ({MAX_PAYLOAD})"
         )
-    return _HEADER.pack(message, len(payload)) + payload
+    return HEADER.pack(message, len(payload)) + payload
 
 
-def _cstr(text: str) -> bytes:
+def cstr(text: str) -> bytes:
+    """``text`` as a NUL-terminated UTF-8 string."""
     return text.encode("utf-8") + b"\0"
 
 
 def encode_request(message: int, text: str = "") -> bytes:
     """A client request: ``NAT_REQUEST_MODELDEF``, ``NAT_KEEPALIVE``, ``NAT_DISCONNECT`` (no
     payload) or ``NAT_REQUEST`` (a command string)."""
-    return _packet(message, _cstr(text) if text else b"")
+    return with_header(message, cstr(text) if text else b"")
 
 
 def encode_connect(requested: Sequence[int] = (4, 1, 0, 0)) -> bytes:
     """``NAT_CONNECT`` as the SDK's client sends it: a sender block named ``Ping``, then the
     connection options (subscribed data only: no; the bitstream version ``requested``)."""
-    sender = _SENDER.pack(b"Ping", 0, 0, 0, 0, 0, 0, 0, 0)
+    sender = SENDER.pack(b"Ping", 0, 0, 0, 0, 0, 0, 0, 0)
     options = struct.pack("<B4BB", 0, *(int(x) for x in requested), 0)
-    return _packet(NAT_CONNECT, sender + options + b"\0")
-
-
-def decode_request(packet: bytes) -> tuple[int, str]:
-    """(message id, text) of a client's packet; the text is empty where there is none."""
-    r = _Reader(packet, "request", message_id(packet))
-    text = r.data[r.pos : r.end].split(b"\0", 1)[0]
-    return _HEADER.unpack_from(r.data, 0)[0], text.decode("utf-8", errors="replace")
-
-
-def encode_server_info(info: ServerInfo) -> bytes:
-    """``NAT_SERVERINFO`` for ``info`` (with the connection info NatNet 3.0+ carries)."""
-    payload = _SENDER.pack(
-        info.app_name.encode("utf-8")[:255], *info.app_version, *info.natnet_version
-    )
-    if tuple(info.natnet_version[:2]) >= (3, 0):
-        group = [int(x) for x in info.multicast_group.split(".")]
-        payload += _SERVER_TAIL.pack(
-            info.clock_frequency, info.data_port, int(info.multicast), *group
-        )
-    return _packet(NAT_SERVERINFO, payload)
-
-
-def encode_model_definitions(descriptions: Sequence[Description], version: Sequence[int]) -> bytes:
-    """``NAT_MODELDEF`` holding ``descriptions`` in NatNet ``version``'s layout."""
-    v = natnet_version(version)
-    parts = [_I32.pack(len(descriptions))]
-    for d in descriptions:
-        kind, body = _DESCRIPTION_WRITERS[type(d)]
-        data = body(d, v)
-        parts.append(_I32.pack(kind))
-        if v >= (4, 1):
-            parts.append(_I32.pack(len(data)))
-        parts.append(data)
-    return _packet(NAT_MODELDEF, b"".join(parts))
-
-
-def _rigid_body_description_bytes(d: RigidBodyDescription, v: Version) -> bytes:
-    m = len(d.marker_offsets)
-    parts = [_cstr(d.name), _RB_DESC_HEAD.pack(d.id, d.parent_id, *d.offset)]
-    if v >= (4, 2):
-        parts.append(_QUAT.pack(*d.rotation))
-    parts.append(_I32.pack(m))
-    parts.append(struct.pack(f"<{3 * m}f", *(x for xyz in d.marker_offsets for x in xyz)))
-    labels = d.marker_labels or (0,) * m
-    parts.append(struct.pack(f"<{m}i", *labels))
-    if v >= (4, 0):
-        names = d.marker_names or ("",) * m
-        parts.extend(_cstr(name) for name in names)
-    return b"".join(parts)
-
-
-def _strings_bytes(names: Sequence[str]) -> bytes:
-    return _I32.pack(len(names)) + b"".join(_cstr(name) for name in names)
-
-
-def _marker_set_bytes(d: MarkerSetDescription, v: Version) -> bytes:
-    return _cstr(d.name) + _strings_bytes(d.marker_names)
-
-
-def _skeleton_bytes(d: SkeletonDescription, v: Version) -> bytes:
-    bones = b"".join(_rigid_body_description_bytes(b, v) for b in d.bones)
-    return _cstr(d.name) + struct.pack("<ii", d.id, len(d.bones)) + bones
-
-
-def _force_plate_bytes(d: ForcePlateDescription, v: Version) -> bytes:
-    geometry = bytes(4 * _FORCE_PLATE_FLOATS + 8)
-    return _I32.pack(d.id) + _cstr(d.serial) + geometry + _strings_bytes(d.channel_names)
-
-
-def _device_bytes(d: DeviceDescription, v: Version) -> bytes:
-    head = _I32.pack(d.id) + _cstr(d.name) + _cstr(d.serial) + bytes(8)
-    return head + _strings_bytes(d.channel_names)
-
-
-def _camera_bytes(d: CameraDescription, v: Version) -> bytes:
-    return _cstr(d.name) + _VEC3.pack(*d.position) + _QUAT.pack(*d.orientation)
-
-
-def _asset_bytes(d: AssetDescription, v: Version) -> bytes:
-    bones = b"".join(_rigid_body_description_bytes(b, v) for b in d.bones)
-    markers = b"".join(
-        _cstr(name) + struct.pack("<i3ffh", k, 0.0, 0.0, 0.0, 0.01, 0)
-        for k, name in enumerate(d.marker_names)
-    )
-    head = _cstr(d.name) + struct.pack("<iii", 0, d.id, len(d.bones))
-    return head + bones + _I32.pack(len(d.marker_names)) + markers
-
-
-_DESCRIPTION_WRITERS = {
-    MarkerSetDescription: (0, _marker_set_bytes),
-    RigidBodyDescription: (1, _rigid_body_description_bytes),
-    SkeletonDescription: (2, _skeleton_bytes),
-    ForcePlateDescription: (3, _force_plate_bytes),
-    DeviceDescription: (4, _device_bytes),
-    CameraDescription: (5, _camera_bytes),
-    AssetDescription: (6, _asset_bytes),
-}
-
-
-def body_records(
-    ids: np.ndarray,
-    pos: np.ndarray,
-    quat: np.ndarray,
-    tracked: np.ndarray,
-    error: np.ndarray | None = None,
-) -> np.ndarray:
-    """(N,) :data:`BODY` records from ids (N,), positions (N, 3), quaternions xyzw (N, 4),
-    tracked (N,) bool and mean marker errors (N,) (zeros when None)."""
-    records = np.zeros(len(ids), BODY)
-    records["id"], records["pos"], records["quat"] = ids, pos, quat
-    records["params"] = np.asarray(tracked, bool).astype(np.int16)
-    if error is not None:
-        records["error"] = error
-    return records
-
-
-def encode_frame(
-    frame: FrameOfData, version: Sequence[int], extras: FrameExtras | None = None
-) -> bytes:
-    """``NAT_FRAMEOFDATA`` for ``frame`` in NatNet ``version``'s layout, with the other sections
-    ``extras`` describes (empty when None) and the end-of-data tag Motive appends."""
-    v = natnet_version(version)
-    sized = v >= (4, 1)
-    x = extras or FrameExtras()
-    bodies = body_records(frame.ids, frame.pos, frame.quat, frame.tracked, frame.error)
-    marker_sets = b"".join(
-        _cstr(name) + _I32.pack(m) + _fillers(3 * m, "f") for name, m in x.marker_sets
-    )
-    parts = [
-        _I32.pack(frame.frame),
-        _section(len(x.marker_sets), marker_sets, sized),
-        _section(x.other_markers, _fillers(3 * x.other_markers, "f"), sized),
-        _section(len(bodies), bodies.tobytes(), sized),
-        _section(len(x.skeletons), _skeletons_bytes(x.skeletons), sized),
-    ]
-    if sized:
-        parts.append(_section(len(x.assets), _assets_bytes(x.assets), sized))
-    labeled = _fillers(x.labeled_markers * _LABELED_MARKER_BYTES, "B")
-    parts.append(_section(x.labeled_markers, labeled, sized))
-    parts.append(_section(len(x.force_plates), _channels_bytes(x.force_plates), sized))
-    parts.append(_section(len(x.devices), _channels_bytes(x.devices), sized))
-    parts.append(_SUFFIX.pack(0, 0, frame.timestamp, 0, 0, 0))
-    if sized:
-        parts.append(_PRECISION.pack(0, 0))
-    parts.append(_PARAMS.pack(frame.params) + _I32.pack(0))
-    return _packet(NAT_FRAMEOFDATA, b"".join(parts))
-
-
-def _section(count: int, data: bytes, sized: bool) -> bytes:
-    return _I32.pack(count) + (_I32.pack(len(data)) if sized else b"") + data
-
-
-def _fillers(n: int, code: str) -> bytes:
-    """``n`` distinct little-endian values (floats or bytes) standing in for real data."""
-    if code == "B":
-        return bytes(k % 251 for k in range(n))
-    return struct.pack(f"<{n}f", *(0.001 * k for k in range(n)))
-
-
-def _skeletons_bytes(skeletons: Sequence[tuple[int, int]]) -> bytes:
-    parts = []
-    for skeleton_id, bones in skeletons:
-        k = np.arange(bones)
-        records = body_records(
-            k + 1, np.zeros((bones, 3)), np.tile([0, 0, 0, 1], (bones, 1)), np.ones(bones, bool)
-        )
-        parts.append(struct.pack("<ii", skeleton_id, bones) + records.tobytes())
-    return b"".join(parts)
-
-
-def _assets_bytes(assets: Sequence[tuple[int, int, int]]) -> bytes:
-    parts = []
-    for asset_id, bones, markers in assets:
-        records = body_records(
-            np.arange(bones),
-            np.zeros((bones, 3)),
-            np.tile([0, 0, 0, 1], (bones, 1)),
-            np.ones(bones, bool),
-        )
-        parts.append(struct.pack("<ii", asset_id, bones) + records.tobytes())
-        parts.append(_I32.pack(markers) + _fillers(markers * _ASSET_MARKER_BYTES, "B"))
-    return b"".join(parts)
-
-
-def _channels_bytes(items: Sequence[tuple[int, tuple[int, ...]]]) -> bytes:
-    parts = []
-    for item_id, channels in items:
-        parts.append(struct.pack("<ii", item_id, len(channels)))
-        parts.extend(_I32.pack(n) + _fillers(n, "f") for n in channels)
-    return b"".join(parts)
+    return with_header(NAT_CONNECT, sender + options + b"\0")

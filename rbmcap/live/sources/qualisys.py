@@ -41,7 +41,7 @@ from rbmcap.errors import ConfigError, FormatError, first_line
 from rbmcap.io.optitrack import Y_UP_TO_Z_UP
 from rbmcap.live.frames import RigidBodyFrame
 from rbmcap.live.handoff import FrameQueue
-from rbmcap.live.source import LOOPBACK, SourceLost
+from rbmcap.live.sources.base import LOOPBACK, SourceLost
 
 QUEUE_FRAMES = 64
 """Frames the source holds for its reader at most (a quarter of a second at 240 Hz)."""

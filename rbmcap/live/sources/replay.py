@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 from rbmcap.errors import ConfigError
+from rbmcap.io.capture import Capture
+from rbmcap.io.importer import ImportOptions, import_capture
 from rbmcap.live.frames import RigidBodyFrame
 
 
@@ -36,8 +38,6 @@ class ReplaySource:
     finite = True
 
     def __init__(self, capture, rate: float | None = None, loop: bool = False, plates=None):
-        from rbmcap.io.capture import Capture
-
         if not isinstance(capture, Capture):
             capture = _load(capture, plates)
         if rate is not None and not rate > 0:
@@ -110,11 +110,7 @@ def _wait_until(due: float) -> None:
 
 
 def _load(path, plates):
-    from rbmcap.io.capture import Capture
-
     path = Path(path)
     if path.suffix.lower() == ".npz":
         return Capture.load(path)
-    from rbmcap.io.importer import ImportOptions, import_capture
-
     return import_capture(path, ImportOptions(plates=plates))

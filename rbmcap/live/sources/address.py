@@ -1,5 +1,4 @@
-"""Sources and sinks named on the command line: ``natnet://host``, ``qtm://host:port``,
-``replay:take.npz``, ``[host:]port``."""
+"""Sources named by an address: ``natnet://host``, ``qtm://host:port``, ``replay:take.npz``."""
 
 from __future__ import annotations
 
@@ -7,7 +6,9 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from rbmcap.errors import ConfigError
-from rbmcap.live.source import LOOPBACK, Source
+from rbmcap.live.sources.base import LOOPBACK, Source
+from rbmcap.live.sources.natnet import NatNetSource
+from rbmcap.live.sources.replay import ReplaySource
 
 NATNET_COMMAND_PORT = 1510
 QTM_PORT = 22223
@@ -42,16 +43,12 @@ def open_source(spec: str, options: SourceOptions | None = None) -> Source:
     """
     opts = options or SourceOptions()
     if spec.startswith("replay:"):
-        from rbmcap.live.replay import ReplaySource
-
         path = spec[len("replay:") :]
         if not path:
             raise ConfigError(f"source {spec!r}: expected replay:FILE")
         return ReplaySource(path, rate=opts.rate, loop=opts.loop, plates=opts.plates)
     parts = urlsplit(spec)
     if parts.scheme == "natnet":
-        from rbmcap.live.natnet import NatNetSource
-
         host, port = _host_port(spec, parts, NATNET_COMMAND_PORT)
         return NatNetSource(
             server=host,
@@ -62,7 +59,7 @@ def open_source(spec: str, options: SourceOptions | None = None) -> Source:
             up=opts.up or "y",
         )
     if parts.scheme == "qtm":
-        from rbmcap.live.qualisys import QualisysSource
+        from rbmcap.live.sources.qualisys import QualisysSource  # optional extra: qtm-rt
 
         host, port = _host_port(spec, parts, QTM_PORT)
         return QualisysSource(host=host, port=port, up=opts.up or "z")
@@ -75,23 +72,3 @@ def _host_port(spec: str, parts, default: int) -> tuple[str, int]:
     except ValueError:
         raise ConfigError(f"source {spec!r}: the port is not a number") from None
     return parts.hostname or LOOPBACK, port or default
-
-
-def host_port(text: str, default_port: int | None = None, what: str = "address") -> tuple[str, int]:
-    """``[host:]port`` (host defaults to loopback) as (host, port).
-
-    Raises:
-        ConfigError: no port, or a port that is not a number in 0..65535.
-    """
-    host, sep, port = str(text).rpartition(":")
-    if not sep:
-        host, port = LOOPBACK, str(text)
-    if not port and default_port is not None:
-        port = str(default_port)
-    try:
-        number = int(port)
-    except ValueError:
-        raise ConfigError(f"{what} {text!r}: expected [HOST:]PORT") from None
-    if not 0 <= number <= 65535:
-        raise ConfigError(f"{what} {text!r}: port {number} is outside 0..65535")
-    return host or LOOPBACK, number

@@ -224,7 +224,7 @@ def _info(args: argparse.Namespace) -> int:
 
 def _render(args: argparse.Namespace) -> int:
     from rbmcap.motion.amass import read_motion
-    from rbmcap.motion.render import render_motion
+    from rbmcap.motion.skeleton_animation import render_motion
 
     motion = read_motion(args.file)
     path = render_motion(motion, args.out, out_fps=args.fps, max_frames=args.max_frames)

@@ -42,7 +42,7 @@ __all__ = [
 
 
 def render_motion(*args, **kwargs):
-    """See :func:`rbmcap.motion.render.render_motion` (imported lazily: it loads matplotlib)."""
-    from rbmcap.motion.render import render_motion as _render
+    """See :func:`rbmcap.motion.skeleton_animation.render_motion` (lazily: it loads matplotlib)."""
+    from rbmcap.motion.skeleton_animation import render_motion as _render
 
     return _render(*args, **kwargs)

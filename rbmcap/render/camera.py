@@ -2,8 +2,8 @@
 
 The camera sits at azimuth ``azim_deg`` (matplotlib's convention: the eye's direction in the
 floor plane, degrees from +x toward +y) and ``elev_deg`` above the floor, looking at a floor
-point that follows the truth's pelvis (:func:`rbmcap.motion.render.camera_centres`). World
-points (metres, Z up) project to screen metres: x to the right, y up.
+point that follows the truth's pelvis (:func:`rbmcap.motion.skeleton_animation.camera_centres`).
+World points (metres, Z up) project to screen metres: x to the right, y up.
 """
 
 from __future__ import annotations
@@ -12,7 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rbmcap.motion.render import ELEVATION_DEG, HALF_WIDTH, camera_azimuth, camera_centres
+from rbmcap.motion.skeleton_animation import (
+    ELEVATION_DEG,
+    HALF_WIDTH,
+    camera_azimuth,
+    camera_centres,
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class Camera:
 
 
 def camera_following(joints: np.ndarray, half_width: float = HALF_WIDTH) -> Camera:
-    """The camera of :func:`rbmcap.motion.render.render_motion` for ``joints`` (T, 24, 3) m:
-    beside the main direction of travel, following the pelvis when the body travels."""
+    """The camera of :func:`rbmcap.motion.skeleton_animation.render_motion` for ``joints``
+    (T, 24, 3) m: beside the main direction of travel, following the pelvis when the body
+    travels."""
     return Camera(camera_azimuth(joints), ELEVATION_DEG, camera_centres(joints), half_width)

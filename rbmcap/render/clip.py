@@ -2,8 +2,8 @@
 the comparison :class:`~rbmcap.render.render_options.RenderOptions` names and writes it.
 
 Frames are thinned as ``rbmcap motion render`` thins them
-(:func:`rbmcap.motion.render.frame_indices`): about ``out_fps`` pictures per second of motion,
-at most ``max_frames`` pictures, playing in real time however thinned.
+(:func:`rbmcap.motion.skeleton_animation.frame_indices`): about ``out_fps`` pictures per second of
+motion, at most ``max_frames`` pictures, playing in real time however thinned.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rbmcap.motion.render import frame_indices
+from rbmcap.motion.skeleton_animation import frame_indices
 from rbmcap.render.comparison import Comparison
 from rbmcap.render.figure import ComparisonFigure
 from rbmcap.render.render_options import RenderOptions

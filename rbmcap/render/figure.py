@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.collections import LineCollection
 
-from rbmcap.motion.render import FLOOR_COLOUR, floor_grid_segments
+from rbmcap.motion.skeleton_animation import FLOOR_COLOUR, floor_grid_segments
 from rbmcap.render.camera import Camera, camera_following
 from rbmcap.render.comparison import Comparison
 from rbmcap.render.mesh import MeshArtist

@@ -1,7 +1,7 @@
 """Skeletons on a 2-D panel: bones back to front in the renderer's colours, with floor shadows.
 
-Colours are :func:`rbmcap.motion.render.bone_colour`'s (the subject's left blue, right red), so a
-comparison panel reads like ``rbmcap motion render``'s GIF.
+Colours are :func:`rbmcap.motion.skeleton_animation.bone_colour`'s (the subject's left blue, right
+red), so a comparison panel reads like ``rbmcap motion render``'s GIF.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.collections import LineCollection
 
-from rbmcap.motion.render import SHADOW_COLOUR, bone_colour
+from rbmcap.motion.skeleton_animation import SHADOW_COLOUR, bone_colour
 from rbmcap.render.camera import Camera
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 

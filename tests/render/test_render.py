@@ -12,7 +12,7 @@ from PIL import Image, ImageSequence
 from rbmcap.cli.main import main
 from rbmcap.errors import EXIT_DATA, EXIT_FORMAT, EXIT_USAGE, DataError
 from rbmcap.evaluation.saved import load_sequences, worst_sequence
-from rbmcap.motion.render import frame_indices
+from rbmcap.motion.skeleton_animation import frame_indices
 from rbmcap.render.figure import HEIGHT_PX, PANEL_PX
 from rbmcap.render.plates import AXIS_COLOURS
 

@@ -20,6 +20,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rbmcap.checkpoint import load_weights
+from rbmcap.markers.markerset import load_marker_set
 from rbmcap.motion.procedural.library import SHAPE_CLIP, SHAPE_STD
 from rbmcap.training.data import RBMDataModule
 
@@ -81,8 +82,6 @@ def body_and_marker_facts(body, markers) -> dict[str, Any]:
 
 def configured_markers(cfg: DictConfig):
     """The marker set the composed ``cfg.markers`` describes (overrides included)."""
-    from rbmcap.markers.markerset import load_marker_set
-
     return load_marker_set(OmegaConf.to_container(cfg.markers, resolve=True))
 
 

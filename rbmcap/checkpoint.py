@@ -3,25 +3,25 @@
 A checkpoint is a Lightning checkpoint file holding plain data and tensors only, read with
 ``torch.load(weights_only=True)`` (no pickled object is ever executed). What rbmcap reads of it:
 
-- ``state_dict``: the weights, named tensors;
-- ``hyper_parameters``: the keyword arguments of
-  :class:`~rbmcap.training.module.RBMRegressor`, everything inference needs: the marker set
-  (``markers``: name, plate ``names``, ``parents``, ``joints``), the body (``body_id``, joint
-  template and shape directions, ``num_betas``), the plates' rest frames, the features, the
-  network, the loss, optimiser, augmentation and ``plate_fit`` settings, the ``seed`` and ``fps``,
-  the frame rate of the training data (Hz), the rate inference resamples a capture to;
+- ``hyper_parameters["model"]``: the :class:`~rbmcap.model.regressor.RegressorConfig` of the
+  model, everything inference needs: the marker set (``markers``: name, plate ``names``,
+  ``parents``, ``joints``), the body (``body_id``, joint template and shape directions,
+  ``num_betas``), the plates' rest frames, the features, the network, the ``plate_fit`` settings
+  and ``fps``, the frame rate of the training data (Hz), the rate inference resamples a capture
+  to. The other hyper-parameters (loss, optimiser, augmentation, seed) are the training's;
+- ``state_dict``: the weights, named tensors; the model's are those under :data:`MODEL_PREFIX`;
 - :data:`RUN_KEY`: the command that trained it and its data recipe (written by every training
   run, read when packing);
 - ``epoch``, ``global_step`` and Lightning's own keys.
 
 :func:`read_checkpoint` checks all of that before anything is built from it; every failure is
 one :class:`~rbmcap.errors.FormatError`, :class:`~rbmcap.errors.ModelError` or
-:class:`~rbmcap.errors.DataError` line naming the file.
+:class:`~rbmcap.errors.DataError` line naming the file. The model is built from
+:mod:`rbmcap.model` alone.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 from pathlib import Path
@@ -38,12 +38,21 @@ from rbmcap.errors import (
     RBMCapError,
     first_line,
 )
+from rbmcap.model.networks.registry import build_network
+from rbmcap.model.regressor import PoseRegressor, RegressorConfig
 from rbmcap.paths import resolve_checkpoint
 
 log = logging.getLogger("rbmcap.checkpoint")
 
 MAX_BETAS = 300
 """The most shape coefficients a checkpoint may predict (SMPL-X has 300)."""
+
+MODEL_KEY = "model"
+"""The hyper-parameter holding the model's configuration."""
+
+MODEL_PREFIX = "model."
+"""The prefix of the model's weights in a checkpoint's ``state_dict`` (the training module holds
+the model as ``model``)."""
 
 RUN_KEY = "rbmcap_run"
 """The checkpoint key holding the run's record: ``command`` and ``data`` (the recipe)."""
@@ -137,30 +146,27 @@ def _finite_numbers(value, depth: int = 0) -> bool:
 
 
 def _check_hyper_parameters(hp: dict, path: Path) -> None:
-    """ModelError for hyper-parameters the model or the predictor cannot take: missing or
+    """ModelError for a model configuration the model or the predictor cannot take: missing or
     unknown keys, and the wrong kind of value where the predictor reads them."""
-    from rbmcap.training.module import RBMRegressor
-
-    params = inspect.signature(RBMRegressor.__init__).parameters.values()
-    names = {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
-    required = {
-        p.name
-        for p in params
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty
-    }
-    missing, unknown = sorted(required - set(hp)), sorted(set(hp) - names)
+    config = hp.get(MODEL_KEY)
+    if not isinstance(config, dict):
+        raise ModelError(f"{path}: the checkpoint's hyper-parameters lack {MODEL_KEY}")
+    names = set(RegressorConfig.keys())
+    missing, unknown = sorted(names - set(config)), sorted(set(config) - names)
     if missing or unknown:
-        what = f"lack {', '.join(missing)}" if missing else f"include unknown {', '.join(unknown)}"
+        keys = ", ".join(f"{MODEL_KEY}.{k}" for k in missing or unknown)
+        what = f"lack {keys}" if missing else f"include unknown {keys}"
         raise ModelError(f"{path}: the checkpoint's hyper-parameters {what}")
-    bad = [key for wrong, key in _unusable(hp) if wrong]
+    bad = [key for wrong, key in _unusable(config) if wrong]
     if bad:
         raise ModelError(
-            f"{path}: hyper-parameter {bad[0]!r} has an unusable value ({_short(hp[bad[0]])})"
+            f"{path}: hyper-parameter '{MODEL_KEY}.{bad[0]}' has an unusable value "
+            f"({_short(config[bad[0]])})"
         )
 
 
 def _unusable(hp: dict) -> list[tuple[bool, str]]:
-    """(wrong, key) for each hyper-parameter the predictor reads directly."""
+    """(wrong, key) for each model hyper-parameter the predictor reads directly."""
     markers, betas, fps = hp["markers"], hp["num_betas"], hp["fps"]
     return [
         (
@@ -192,8 +198,8 @@ def _short(value) -> str:
 
 
 # ------------------------------------------------------------------------------------ loading
-def load_model(spec: str | Path, device: str = "cpu"):
-    """The :class:`~rbmcap.training.module.RBMRegressor` the checkpoint ``spec`` (a path or a
+def load_model(spec: str | Path, device: str = "cpu") -> PoseRegressor:
+    """The :class:`~rbmcap.model.regressor.PoseRegressor` the checkpoint ``spec`` (a path or a
     shipped model's name) holds, in eval mode on ``device``.
 
     Besides :func:`read_checkpoint`'s checks: the network the hyper-parameters describe (built
@@ -207,17 +213,19 @@ def load_model(spec: str | Path, device: str = "cpu"):
     """
     path = resolve_checkpoint(spec)
     hp, state = _checkpoint_parts(read_checkpoint(path), path)
-    _check_network_size(hp["network"], state, path)
-    model = _build_model(hp, path)
+    weights = model_weights(state)
+    _check_network_size(hp[MODEL_KEY]["network"], weights, path)
+    model = _build_model(hp[MODEL_KEY], path)
     expected = model.state_dict()
-    for key, value in state.items():
+    for name, value in state.items():  # named as in the file
+        key = name.removeprefix(MODEL_PREFIX)
         if key in expected and value.is_floating_point() != expected[key].is_floating_point():
             raise ModelError(
-                f"{path}: weight {key!r} is {str(value.dtype)[6:]}, the network "
+                f"{path}: weight {name!r} is {str(value.dtype)[6:]}, the network "
                 f"holds {str(expected[key].dtype)[6:]}"
             )
     try:
-        model.load_state_dict(state, strict=True)
+        model.load_state_dict(weights, strict=True)
     except RuntimeError as exc:
         raise ModelError(
             f"{path}: its weights do not fit the network its hyper-parameters describe "
@@ -228,12 +236,18 @@ def load_model(spec: str | Path, device: str = "cpu"):
     return model.to(device)
 
 
+def model_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The model's weights among a checkpoint's ``state_dict`` (those under
+    :data:`MODEL_PREFIX`, named as :class:`~rbmcap.model.regressor.PoseRegressor` names them);
+    any other entry is kept under its own name, so that loading it strictly refuses it."""
+    return {k.removeprefix(MODEL_PREFIX): v for k, v in state.items()}
+
+
 def _check_network_size(network: dict, state: dict, path: Path) -> None:
     """ModelError unless the network the hyper-parameters describe (built on the meta device,
-    with one input and one output) has no more parameters than the checkpoint's ``net.``
-    weights: a garbage width or depth is refused before it allocates anything."""
-    from rbmcap.model.networks.registry import build_network
-
+    with one input and one output) has no more parameters than the model's ``net.`` weights
+    (``state``, named as the model names them): a garbage width or depth is refused before it
+    allocates anything."""
     kwargs = {k: v for k, v in network.items() if k != "name"}
     weights = [v for k, v in state.items() if k.startswith("net.")]
     limit = max([1024, *(max(v.shape, default=0) for v in weights)])
@@ -259,12 +273,10 @@ def _check_network_size(network: dict, state: dict, path: Path) -> None:
         )
 
 
-def _build_model(hp: dict, path: Path):
-    """The module its hyper-parameters describe (weights not yet loaded)."""
-    from rbmcap.training.module import RBMRegressor
-
+def _build_model(config: dict, path: Path) -> PoseRegressor:
+    """The model its configuration describes (weights not yet loaded)."""
     try:
-        return RBMRegressor(**hp)
+        return PoseRegressor(RegressorConfig.from_dict(config))
     # The values come from the file: any of these means they cannot make the model.
     except (
         RBMCapError,
@@ -286,7 +298,7 @@ def _check_runs(model, path: Path) -> None:
     """ModelError unless the model answers two frames of plates (seeded random positions, no
     rotation) with finite numbers: hyper-parameters that build a network but not one that
     runs, or weights that overflow, are refused here rather than at the first prediction."""
-    n = len(model.hparams["markers"]["parents"])
+    n = len(model.config.markers["parents"])
     gen = torch.Generator().manual_seed(0)
     pos = 0.3 * torch.randn(1, 2, n, 3, generator=gen)
     rot = torch.eye(3).expand(1, 2, n, 3, 3)
@@ -300,9 +312,9 @@ def _check_runs(model, path: Path) -> None:
         raise DataError(f"{path}: the model it holds answers NaN or infinite {bad[0]}")
 
 
-def load_weights(model, spec: str | Path) -> Path:
-    """Start ``model`` (an :class:`~rbmcap.training.module.RBMRegressor`) from the weights of the
-    checkpoint ``spec`` (a path or a shipped model's name) to fine-tune it.
+def load_weights(model: PoseRegressor, spec: str | Path) -> Path:
+    """Start ``model`` from the weights of the checkpoint ``spec`` (a path or a shipped model's
+    name) to fine-tune it.
 
     Returns:
         the checkpoint's path.
@@ -313,7 +325,7 @@ def load_weights(model, spec: str | Path) -> Path:
     """
     path = resolve_checkpoint(spec)
     ckpt = read_checkpoint(path)
-    was, now = ckpt["hyper_parameters"]["features"], model.hparams["features"]
+    was, now = ckpt["hyper_parameters"][MODEL_KEY]["features"], model.config.features
     if was != now:
         log.warning(
             "init_from=%s was trained on %s features; this run uses %s (the network "
@@ -323,7 +335,7 @@ def load_weights(model, spec: str | Path) -> Path:
             now,
         )
     try:
-        missing, unexpected = model.load_state_dict(ckpt["state_dict"], strict=False)
+        missing, unexpected = model.load_state_dict(model_weights(ckpt["state_dict"]), strict=False)
     except RuntimeError as exc:
         first = str(exc).strip().splitlines()[-1].strip()
         raise ConfigError(f"init_from={spec}: another architecture ({first})") from exc

@@ -37,16 +37,20 @@ def network_predictor(ckpt: str | None = None, overrides: tuple[str, ...] = ()):
     if ckpt:
         return Predictor.from_checkpoint(ckpt)
     from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
 
     from rbmcap.body import load_body_model
     from rbmcap.config.packaged import conf_dir
     from rbmcap.markers.markerset import load_marker_set
-    from rbmcap.training.run import build_model
+    from rbmcap.model.body_facts import regressor_config
+    from rbmcap.model.regressor import PoseRegressor
 
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose("train", overrides=list(overrides))
     body = load_body_model(str(cfg.data.body))
-    return Predictor(build_model(cfg, body, load_marker_set(str(cfg.markers.name))))
+    markers = load_marker_set(OmegaConf.to_container(cfg.markers, resolve=True))
+    settings = OmegaConf.to_container(cfg.module.model, resolve=True)
+    return Predictor(PoseRegressor(regressor_config(body, markers, **settings)))
 
 
 def sample_observations(frames: int, seed: int = 0):
@@ -101,14 +105,14 @@ def run(quick: bool = False, ckpt: str | None = None) -> dict:
         torch.set_num_threads(threads)
     model = streamer.model
     result = {
-        "model": predictor.model.hparams["network"]["name"],
-        "features": predictor.model.hparams["features"],
+        "model": predictor.model.config.network["name"],
+        "features": predictor.model.config.features,
         "frames": frames,
         "batch_frames_per_second": frames / batch_s,
         "batch_ms_per_frame": 1e3 * batch_s / frames,
-        "stream_model": model.hparams["network"]["name"],
-        "stream_hidden": model.hparams["network"].get("hidden_dim"),
-        "stream_features": model.hparams["features"],
+        "stream_model": model.config.network["name"],
+        "stream_hidden": model.config.network.get("hidden_dim"),
+        "stream_features": model.config.features,
         "stream_plate_fit": getattr(model, "plate_fit", None) is not None,
         "stream_recurrent": hasattr(model.net, "step") and model.is_causal,
         "stream_backend": backend,

@@ -187,7 +187,7 @@ def build_methods(setup: EvalSetup, points: bool = True) -> Iterator[Method]:
     lazily, so a solver is made only when its turn comes. ``points``: include the point-marker
     baseline if configured (not under occlusion: its data has no plates to hide)."""
     opts = setup.opts
-    name = setup.predictor.model.hparams["network"]["name"]
+    name = setup.predictor.model.config.network["name"]
     network = NetworkMethod(setup.predictor, f"network ({name}, {setup.marker_set})")
     yield network
     if opts.baseline:

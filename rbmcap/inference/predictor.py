@@ -21,10 +21,10 @@ from rbmcap.inference.smoothing import DEFAULT_SIGMA_FRAMES, smooth_answer
 
 
 class Predictor:
-    """Inference wrapper around an :class:`rbmcap.training.module.RBMRegressor`.
+    """Inference wrapper around a :class:`~rbmcap.model.regressor.PoseRegressor`.
 
     Args:
-        model: the trained module; chunk: frames per chunk; overlap: frames shared by chunks.
+        model: the trained model; chunk: frames per chunk; overlap: frames shared by chunks.
         smoothing: σ (frames) of the zero-phase Gaussian over a whole sequence's answer
             (:func:`rbmcap.inference.smoothing.smooth_answer`; 0: the network's raw answer).
     """
@@ -45,12 +45,12 @@ class Predictor:
         self.model = model.to(device).eval()
         self.device = torch.device(device)
         self.chunk, self.overlap = int(chunk), int(overlap)
-        hp = model.hparams
-        self.marker_set: str = hp["markers"]["name"]
-        self.marker_names: list[str] = list(hp["markers"]["names"])
-        self.num_markers = len(hp["markers"]["parents"])
-        self.body_id: str = hp["body_id"]
-        self.fps = float(hp["fps"])  # the training data's frame rate (Hz)
+        config = model.config
+        self.marker_set: str = config.markers["name"]
+        self.marker_names: list[str] = list(config.markers["names"])
+        self.num_markers = len(config.markers["parents"])
+        self.body_id: str = config.body_id
+        self.fps = float(config.fps)  # the training data's frame rate (Hz)
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str = "cpu", **kwargs) -> Predictor:

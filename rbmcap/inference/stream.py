@@ -48,8 +48,8 @@ class FrameStep(torch.nn.Module):
 
     def __init__(self, model) -> None:
         super().__init__()
-        # Held outside the module tree: tracing walks submodules, and a LightningModule's
-        # `trainer` property raises when it is not attached to one.
+        # Held outside the module tree: the step has no parameters of its own, and a trace or an
+        # export records the model's (frozen) weights as constants.
         object.__setattr__(self, "model", model)
 
     def forward(self, pos, rot, valid, state, betas_sum, frames, fit_h, fit_g):

@@ -1,4 +1,5 @@
-"""Learning: sequence networks, rotation and body losses, the 6D rotation representation."""
+"""The network that poses frames (``PoseRegressor``, built from a ``RegressorConfig``), its
+sequence networks, rotation and body losses, and the 6D rotation representation."""
 
 from rbmcap.model.losses import (
     ROTATION_LOSSES,
@@ -20,6 +21,7 @@ from rbmcap.model.networks import (
     SequenceNetwork,
     build_network,
 )
+from rbmcap.model.regressor import PoseRegressor, RegressorConfig
 from rbmcap.model.rotation6d import matrix_to_rotation_6d, rotation_6d_to_matrix
 
 __all__ = [
@@ -27,6 +29,8 @@ __all__ = [
     "ROTATION_LOSSES",
     "BiGRU",
     "CausalGRU",
+    "PoseRegressor",
+    "RegressorConfig",
     "RelPosTransformer",
     "ResidualMLP",
     "SequenceNetwork",

@@ -1,6 +1,7 @@
 """Training: the Lightning module, data module and the Hydra entry point's wiring.
 
-* :mod:`~rbmcap.training.module` — ``RBMRegressor``, the LightningModule (no defaults of its own:
+* :mod:`~rbmcap.training.module` — ``RegressorLitModule``, the LightningModule training the model
+  (:class:`~rbmcap.model.regressor.PoseRegressor`, held as ``model``; no defaults of its own:
   its hyper-parameters come from the Hydra tree's ``module`` node).
 * :mod:`~rbmcap.training.data` — ``RBMDataModule`` (windows of a dataset; ``prepare_data`` makes
   a missing dataset from a ``MotionRecipe``, in one process per node).

@@ -2,9 +2,9 @@
 clear error before the weights are updated, no checkpoint holding a NaN or infinite weight is ever
 written, and checkpoints are written atomically (a kill leaves the previous file or the new one).
 
-* :func:`check_finite_loss` — called by :meth:`RBMRegressor.training_step` on every step, before
-  the loss reaches ``backward``: a :class:`~rbmcap.errors.DataError` names the epoch, the step
-  and each loss term that is not finite.
+* :func:`check_finite_loss` — called by :meth:`RegressorLitModule.training_step` on every step,
+  before the loss reaches ``backward``: a :class:`~rbmcap.errors.DataError` names the epoch, the
+  step and each loss term that is not finite.
 * :func:`check_finite_weights` — called before every checkpoint save (the module's
   ``on_save_checkpoint`` and :class:`AtomicCheckpointIO`).
 * :class:`AtomicCheckpointIO` — Lightning's checkpoint writer with both: the weights are checked,

@@ -1,22 +1,20 @@
-"""``RBMRegressor``: the LightningModule mapping RBM windows to SMPL parameters.
+"""``RegressorLitModule``: the LightningModule that trains a
+:class:`~rbmcap.model.regressor.PoseRegressor` (held as ``model``).
 
-Network output per frame: 24 rotations in 6D (joint 0 in the feature frame, see
-:mod:`rbmcap.model.features`), betas (averaged over the window, or over the past for causal
-networks) and the pelvis position in the feature frame (SMPL trans follows from it and
-J0(betas)). Losses (weights in config): a rotation loss on the 24 local
-rotations (geodesic by default), L1 on betas, L2 on translation and a forward-kinematics joint
-position term. Hyper-parameters are stored as plain data so checkpoints load with
-``torch.load(weights_only=True)``.
+It adds what only training needs: the losses (weights in config: a rotation loss on the 24 local
+rotations, geodesic by default, L1 on betas, L2 on translation, a forward-kinematics joint
+position term and joint velocity and acceleration terms), marker dropout and hidden plates, the
+seeding of each batch's randomness, the optimiser and its schedule, logging and the refusal to
+save non-finite weights. Hyper-parameters are stored as plain data (the model's under ``model``)
+so checkpoints load with ``torch.load(weights_only=True)``.
 
 Under mixed precision (``trainer.precision=bf16-mixed`` or ``16-mixed``) only the network runs in
-half precision: the features, the decoding (rotations, the plate fit's linear solve, forward
-kinematics) and the losses run in float32, since a rotation or a position in metres held in
-bfloat16 is off by millimetres and the plate fit's solve has no half-precision kernel.
+half precision: the model keeps its features and decoding in float32
+(:func:`~rbmcap.model.regressor.full_precision`) and the losses run in float32 too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Any
 
@@ -25,15 +23,16 @@ import numpy as np
 import roma
 import torch
 
-from rbmcap.body.joints import JointModel
 from rbmcap.errors import ConfigError, first_line
-from rbmcap.geometry.kinematics import global_to_local
 from rbmcap.metrics import global_orientation_error, joint_angle_error, mpjpe
-from rbmcap.model.features import FeatureEncoder
 from rbmcap.model.losses import betas_l1, rotation_loss, trans_l2
-from rbmcap.model.networks import build_network
-from rbmcap.model.platefit import PlateFit
-from rbmcap.model.rotation6d import rotation_6d_to_matrix
+from rbmcap.model.regressor import (
+    PoseRegressor,
+    RegressorConfig,
+    checked_section,
+    full_precision,
+    plain_data,
+)
 from rbmcap.training.dropout import drop_markers, hide_plates
 from rbmcap.training.guards import check_finite_loss, check_finite_weights
 
@@ -54,237 +53,63 @@ OPTIM_KEYS = ("optimizer", "scheduler")
 """The ``optim`` section: the optimiser's and the schedule's Hydra nodes (``conf/optim``,
 ``conf/scheduler``), instantiated when training starts."""
 
-IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
-"""Added to the network's 6D outputs so an untrained network starts near the identity rotation
-(and never at the degenerate all-zero 6D vector)."""
 
+class RegressorLitModule(L.LightningModule):
+    """Training of a :class:`~rbmcap.model.regressor.PoseRegressor` (``self.model``).
 
-class RBMRegressor(L.LightningModule):
-    """Regression network from RBM observations to SMPL parameters.
-
-    Every argument is required and keyword-only: the hyper-parameters come
-    from the Hydra configuration (``module`` in ``rbmcap/conf/train.yaml``, instantiated by
-    :func:`rbmcap.training.run.build_model`), the rest from the body and marker set.
+    Every argument is required and keyword-only: they come from the Hydra configuration
+    (``module`` in ``rbmcap/conf/train.yaml``, instantiated by
+    :func:`rbmcap.training.run.build_model`, which adds the body's and the marker set's facts to
+    ``model``).
 
     Args:
-        markers: plain description of the marker set: ``name``, ``parents`` (N,), ``joints`` (N,)
-            SMPL joint carrying each plate.
-        plate_rest_rot: (N, 3, 3) nested lists or tensor: each plate's rest orientation on the body.
-        plate_rest_pos: (N, 3) each plate's rest position (canonical frame, zero betas, m); the
-            kinematic prior places the pelvis with it.
-        joint_template, joint_shapedirs: the body's joint model (see :class:`JointModel`).
-        body_id: identity of the body the data was made with.
-        features: one of :data:`rbmcap.model.features.FEATURE_KINDS`.
-        rotations: what the network's 24 rotations mean: 'global' (each bone's rotation in the
-            feature frame, turned into local rotations through the tree: no error accumulates
-            down the chain, and a plate's bone estimate is a direct answer) or 'local'.
-        network: ``{"name": ..., **kwargs}`` for :func:`rbmcap.model.networks.build_network`.
-        loss: ``{"rotation": name, "w_rotation", "w_betas", "w_trans", "w_joints"}``.
+        model: the model's configuration as plain data (the fields of
+            :class:`~rbmcap.model.regressor.RegressorConfig`).
+        loss: ``{"rotation": name, "w_rotation", "w_betas", "w_trans", "w_joints",
+            "w_velocity", "w_acceleration"}``.
         optim: ``{"optimizer", "scheduler"}``: Hydra nodes (``_target_`` and arguments, plain
             data) of a partial optimiser, called with the parameters, and of a partial schedule,
             called with the optimiser and the run's number of optimiser steps (e.g.
             :func:`rbmcap.training.schedule.warmup_step_decay`); instantiated when training
             starts.
-        augment: ``{"marker_dropout", "dropout_span"}``.
-        num_betas: betas predicted.
-        seed: seed of the augmentation generator.
-        plate_shapedirs: (N, 3, B) change of the plate rest positions per unit beta.
-        plate_fit: ``{"enabled", "prior_weight"}``: fit shape and translation to the plates in
-            closed form from the predicted rotations (:mod:`rbmcap.model.platefit`); needs
-            ``plate_rest_pos``, ``plate_shapedirs``, heading-frame features and global rotations.
-        fps: frame rate of the training data (Hz), the rate inference resamples captures to.
-
-    With the kinematic prior and global rotations the output layer starts at zero, so the
-    untrained network answers with the prior itself and training learns corrections to it.
+        augment: ``{"marker_dropout", "dropout_span", "hide_plates"}``.
+        seed: seed of the augmentation generator and of each batch's randomness.
     """
 
     def __init__(
         self,
         *,
-        markers: dict[str, Any],
-        plate_rest_rot,
-        joint_template,
-        joint_shapedirs,
-        body_id: str,
-        num_betas: int,
-        features: str,
-        rotations: str,
-        network: dict[str, Any],
+        model: dict[str, Any],
         loss: dict[str, Any],
         optim: dict[str, Any],
         augment: dict[str, Any],
         seed: int,
-        plate_fit: dict[str, Any],
-        fps: float,
-        plate_rest_pos: Any,
-        plate_shapedirs: Any,
     ) -> None:
         super().__init__()
-        rest = torch.as_tensor(plate_rest_rot, dtype=torch.float32)
-        jt = torch.as_tensor(joint_template, dtype=torch.float32)
-        js = torch.as_tensor(joint_shapedirs, dtype=torch.float32)
-        rest_pos = torch.as_tensor(plate_rest_pos, dtype=torch.float32)
-        network = dict(network)
-        self.loss_cfg = _section("loss", loss, LOSS_KEYS)
-        self.optim_cfg = _section("optim", optim, OPTIM_KEYS)
-        self.augment_cfg = _section("augment", augment, AUGMENT_KEYS)
+        config = RegressorConfig.from_dict(model)
+        self.loss_cfg = checked_section("loss", loss, LOSS_KEYS)
+        self.optim_cfg = checked_section("optim", optim, OPTIM_KEYS)
+        self.augment_cfg = checked_section("augment", augment, AUGMENT_KEYS)
         hparams = {
-            "markers": markers,
-            "plate_rest_rot": rest,
-            "joint_template": jt,
-            "joint_shapedirs": js,
-            "body_id": body_id,
-            "features": features,
-            "rotations": rotations,
-            "network": network,
+            "model": config.to_dict(),
             "loss": self.loss_cfg,
             "optim": self.optim_cfg,
             "augment": self.augment_cfg,
-            "num_betas": num_betas,
             "seed": seed,
-            "plate_rest_pos": rest_pos,
-            "plate_shapedirs": plate_shapedirs,
-            "plate_fit": plate_fit,
-            "fps": float(fps),
         }
-        self.save_hyperparameters(_plain_data(hparams))
-        self.num_betas = num_betas
-        self.global_rotations = _global_rotations(rotations)
-        self._build_encoder_and_network(features, markers, rest, rest_pos, jt, network)
-        self.joint_model = JointModel(jt, js)
-        self.plate_fit = self._build_plate_fit(plate_fit, rest_pos, plate_shapedirs)
-        self._register_constants()
+        self.save_hyperparameters(plain_data(hparams))
+        self.model = PoseRegressor(config)
         self.rotation_loss = rotation_loss(self.loss_cfg["rotation"])
         self._generator = torch.Generator().manual_seed(seed)
 
-    def _build_encoder_and_network(
-        self,
-        features: str,
-        markers: dict[str, Any],
-        rest: torch.Tensor,
-        rest_pos: torch.Tensor,
-        rest_joints: torch.Tensor,
-        network: dict[str, Any],
-    ) -> None:
-        """``self.encoder`` of the plates' features and ``self.net`` from them to the
-        ``self.out_dim`` outputs, started at the kinematic prior where the encoder has one.
-
-        ``rest`` (N, 3, 3) and ``rest_pos`` (N, 3) are the plates' rest orientations and
-        positions (m), ``rest_joints`` (24, 3) the body's rest joints at zero betas (m)."""
-        self.encoder = FeatureEncoder(
-            features,
-            markers["parents"],
-            rest,
-            markers.get("joints"),
-            plate_rest_pos=rest_pos,
-            rest_joints=rest_joints,
-        )
-        net_kwargs = dict(network)
-        name = net_kwargs.pop("name")
-        self.out_dim = 24 * 6 + self.num_betas + 3
-        self.net = build_network(name, self.encoder.dim, self.out_dim, **net_kwargs)
-        if self.encoder.prior is not None and self.is_causal:
-            self.encoder.prior.fill = False
-        if self.global_rotations and self.encoder.has_prior:
-            _zero_output_layer(self.net, self.out_dim)
-
-    def _build_plate_fit(self, cfg, rest_pos, shapedirs) -> PlateFit | None:
-        """The closed-form shape and translation fit ``cfg`` asks for (None when off)."""
-        if not cfg["enabled"]:
-            return None
-        if not (self.encoder.predicts_in_heading_frame and self.global_rotations):
-            raise ConfigError(
-                "plate_fit needs heading-frame features (canonical, kinematic, bones, "
-                "anchored, reach) and global rotations"
-            )
-        sd = torch.as_tensor(shapedirs, dtype=torch.float32)
-        jm = self.joint_model
-        return PlateFit(
-            self.hparams["markers"]["joints"],
-            rest_pos,
-            sd,
-            jm.joint_template,
-            jm.joint_shapedirs,
-            float(cfg["prior_weight"]),
-        )
-
-    def _register_constants(self) -> None:
-        """Decoding's constant tensors, as buffers (they follow the module's device; not saved)."""
-        self.register_buffer("identity_6d", torch.tensor(IDENTITY_6D), persistent=False)
-
-    @property
-    def is_causal(self) -> bool:
-        return bool(getattr(self.net, "is_causal", False))
-
-    # ------------------------------------------------------------------------------ forward
     def forward(self, pos, rot, valid) -> dict[str, torch.Tensor]:
-        """Predict SMPL parameters for windows of observations.
-
-        Args: pos (B, T, N, 3), rot (B, T, N, 3, 3), valid (B, T, N) bool.
-
-        Returns: ``rotmats`` (B, T, 24, 3, 3) local rotations (joint 0 global, world frame),
-        ``betas`` (B, T, num_betas), ``trans`` (B, T, 3), and ``raw_root`` / ``raw_trans`` in
-        the network's own frame, with ``context`` for the loss.
-        """
-        with full_precision(pos):
-            x, ctx = self.encoder(pos, rot, valid)
-        y = self.net(x)
-        with full_precision(pos):
-            return self.decode_outputs(y.float(), ctx)
-
-    def decode_outputs(
-        self, y: torch.Tensor, ctx, betas: torch.Tensor | None = None, fit_carry=None
-    ) -> dict[str, torch.Tensor]:
-        """Network outputs (B, T, out_dim) → SMPL parameters in the world (see :meth:`forward`).
-
-        ``betas`` (B, T, num_betas), when given, replaces the average of the window's betas
-        outputs (a stream passes the running mean over its past, see :meth:`betas_outputs`);
-        ``fit_carry`` is the plate fit's running sums over a stream's past (see
-        :class:`~rbmcap.model.platefit.PlateFit`). With the plate fit, ``net_betas`` holds the
-        network's own betas and ``fit_carry`` the sums up to the last frame.
-        """
-        sixd = y[..., : 24 * 6].unflatten(-1, (24, 6)) + self.identity_6d
-        rots = rotation_6d_to_matrix(sixd.float())
-        if self.global_rotations and ctx.prior is not None:
-            rots = ctx.prior @ rots  # the network corrects the plates' bone estimates
-        out: dict[str, torch.Tensor] = {}
-        if betas is None:
-            betas = self._window_betas(self.betas_outputs(y))
-        pelvis_offset, fit = y[..., -3:], None
-        if self.plate_fit is not None and ctx.plates is not None:
-            fit = self.plate_fit(rots, *ctx.plates, betas, causal=self.is_causal, carry=fit_carry)
-            out["net_betas"], out["fit_carry"] = betas, fit.carry
-            betas = fit.betas
-        rest_pelvis = self.joint_model.rest_joints(betas)[..., 0, :]
-        if fit is not None:
-            fitted = fit.trans + rest_pelvis
-            if ctx.pelvis is not None:
-                fitted = fitted - ctx.pelvis
-            pelvis_offset = torch.where(fit.seen[..., None], fitted, pelvis_offset)
-        if self.global_rotations:
-            rots = global_to_local(rots)
-        # The network places the pelvis joint (rotation-equivariant, unlike SMPL's trans, which
-        # is the pelvis minus its rest position J0(betas) in the fixed canonical frame).
-        root, pelvis = FeatureEncoder.decode_root(rots[..., 0, :, :], pelvis_offset, ctx)
-        trans = pelvis - rest_pelvis
-        rotmats = torch.cat([root[..., None, :, :], rots[..., 1:, :, :]], dim=-3)
-        return {**out, "rotmats": rotmats, "betas": betas, "trans": trans}
-
-    def _window_betas(self, b: torch.Tensor) -> torch.Tensor:
-        """Per-frame betas outputs (..., T, B) → the window's mean, or for a causal network the
-        running mean over the frames so far."""
-        if self.is_causal:
-            steps = torch.arange(1, b.shape[-2] + 1, device=b.device, dtype=b.dtype)[:, None]
-            return b.cumsum(dim=-2) / steps
-        return b.mean(dim=-2, keepdim=True).expand_as(b)
-
-    def betas_outputs(self, y: torch.Tensor) -> torch.Tensor:
-        """The per-frame betas (..., T, num_betas) among network outputs (..., T, out_dim)."""
-        return y[..., 24 * 6 : 24 * 6 + self.num_betas]
+        """The model's answer for windows of observations (see
+        :meth:`~rbmcap.model.regressor.PoseRegressor.forward`)."""
+        return self.model(pos, rot, valid)
 
     # --------------------------------------------------------------------------- steps
     def _targets(self, batch):
-        nb = self.num_betas
+        nb = self.model.num_betas
         true_rot = roma.rotvec_to_rotmat(batch["poses"])
         betas = batch["betas"][..., :nb]
         return true_rot, betas, batch["trans"], batch["joints"]
@@ -295,7 +120,7 @@ class RBMRegressor(L.LightningModule):
 
     def _float_losses(self, out, batch) -> dict[str, torch.Tensor]:
         true_rot, betas, trans, joints = self._targets(batch)
-        pred_joints = self.joint_model(out["rotmats"], out["betas"], out["trans"])
+        pred_joints = self.model.joint_model(out["rotmats"], out["betas"], out["trans"])
         terms = {
             "rotation": self.rotation_loss(out["rotmats"], true_rot),
             "betas": betas_l1(out["betas"], betas[..., None, :].expand_as(out["betas"])),
@@ -326,11 +151,11 @@ class RBMRegressor(L.LightningModule):
                 float(aug["marker_dropout"]),
                 int(aug["dropout_span"]),
                 self._generator,
-                protect=self.encoder.root,
+                protect=self.model.encoder.root,
             )
         if float(aug["hide_plates"]) > 0:
             valid = hide_plates(
-                valid, float(aug["hide_plates"]), self._generator, protect=self.encoder.root
+                valid, float(aug["hide_plates"]), self._generator, protect=self.model.encoder.root
             )
         return valid
 
@@ -399,12 +224,6 @@ class RBMRegressor(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": schedule}
 
 
-def full_precision(like: torch.Tensor) -> contextlib.AbstractContextManager:
-    """A block where autocast is off on ``like``'s device: everything in it runs in the inputs'
-    own precision (float32) under a mixed-precision trainer."""
-    return torch.autocast(device_type=like.device.type, enabled=False)
-
-
 def _instantiate(name: str, node: dict[str, Any], *args):
     """Call the partial the Hydra node ``node`` describes with ``args``; ConfigError (one line
     naming ``name``) when it cannot be built."""
@@ -431,47 +250,3 @@ def _difference_error(pred: torch.Tensor, true: torch.Tensor, order: int) -> tor
         return pred.new_zeros(())
     d = pred.diff(n=order, dim=-3) - true.diff(n=order, dim=-3)
     return d.norm(dim=-1).mean()
-
-
-def _plain_data(value):
-    """``value`` with tensors and tuples turned into (nested) lists, recursively: checkpoints
-    then hold plain data only and load with ``torch.load(weights_only=True)``."""
-    if isinstance(value, torch.Tensor):
-        return value.tolist()
-    if isinstance(value, dict):
-        return {k: _plain_data(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain_data(v) for v in value]
-    return value
-
-
-def _section(name: str, values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    """``values`` as a plain dict holding exactly ``keys``; ConfigError names what is missing or
-    unknown."""
-    values = dict(values)
-    missing = [k for k in keys if k not in values]
-    unknown = sorted(set(values) - set(keys))
-    if missing or unknown:
-        parts = [f"missing {', '.join(missing)}"] if missing else []
-        parts += [f"unknown {', '.join(unknown)}"] if unknown else []
-        raise ConfigError(f"{name}: {'; '.join(parts)} (expected keys: {', '.join(keys)})")
-    return values
-
-
-def _global_rotations(rotations: str) -> bool:
-    """Whether the network's rotations are 'global' (else 'local'); ConfigError for others."""
-    if rotations not in ("global", "local"):
-        raise ConfigError(f"rotations={rotations!r}: expected 'global' or 'local'")
-    return rotations == "global"
-
-
-def _zero_output_layer(net: torch.nn.Module, out_dim: int) -> None:
-    """Zero the last linear layer that produces the network's output (weights and bias)."""
-    linear = torch.nn.Linear
-    last = [m for m in net.modules() if isinstance(m, linear) and m.out_features == out_dim]
-    if not last:
-        raise ConfigError(f"{type(net).__name__}: no linear output layer of width {out_dim}")
-    with torch.no_grad():
-        last[-1].weight.zero_()
-        if last[-1].bias is not None:
-            last[-1].bias.zero_()

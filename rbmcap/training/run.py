@@ -15,12 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rbmcap.checkpoint import load_weights
-from rbmcap.markers.markerset import load_marker_set
+from rbmcap.model.body_facts import regressor_config
 from rbmcap.motion.procedural.library import SHAPE_CLIP, SHAPE_STD
 from rbmcap.training.data import RBMDataModule
 
@@ -30,77 +28,30 @@ LAST = "last"
 """Name (without ``.ckpt``) of the checkpoint written after every validation: resume from it."""
 
 
-def plate_rest_frames(body, markers) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Each plate's rest position (N, 3) and rotation (N, 3, 3) on the body (canonical frame,
-    zero pose and betas), and the change of its position per unit of each beta (N, 3, B)."""
-    from rbmcap.markers.synth import Synthesizer
-
-    synth = Synthesizer(body, markers, "none")
-    # One frame per beta (plus the zero body): a unit of beta j in frame j + 1. Plate positions
-    # are linear in betas at rest up to the plate normal's tilt (well under a millimetre).
-    nb = body.num_betas
-    betas = torch.cat([torch.zeros(1, nb), torch.eye(nb)]).numpy()
-    obs = [synth(torch.zeros(1, 24, 3).numpy(), betas=b) for b in betas]
-    pos = torch.from_numpy(np.stack([o.pos[0] for o in obs]))
-    shapedirs = (pos[1:] - pos[0]).permute(1, 2, 0).contiguous()
-    return pos[0].clone(), torch.from_numpy(obs[0].rot[0].copy()), shapedirs
-
-
-def marker_description(markers) -> dict[str, Any]:
-    """Plain data about a marker set that a checkpoint needs (name, parents, carrying joints)."""
-    from rbmcap.skeleton import SMPL_JOINT_NAMES
-
-    joints = [
-        SMPL_JOINT_NAMES.index(a.joint) if isinstance(a.joint, str) else int(a.joint)
-        for a in markers.anchors
-    ]
-    return {
-        "name": markers.name,
-        "names": list(markers.names),
-        "parents": list(markers.parents),
-        "joints": joints,
-    }
-
-
-def body_and_marker_facts(body, markers) -> dict[str, Any]:
-    """The module's arguments that come from the body and the marker set, not from config."""
-    from rbmcap.body.joints import JointModel
-
-    joints = JointModel.from_body(body)
-    rest_pos, rest_rot, shapedirs = plate_rest_frames(body, markers)
-    return {
-        "markers": marker_description(markers),
-        "plate_rest_rot": rest_rot,
-        "plate_rest_pos": rest_pos,
-        "plate_shapedirs": shapedirs,
-        "joint_template": joints.joint_template,
-        "joint_shapedirs": joints.joint_shapedirs,
-        "body_id": body.identity,
-        "num_betas": body.num_betas,
-    }
-
-
 def configured_markers(cfg: DictConfig):
     """The marker set the composed ``cfg.markers`` describes (overrides included)."""
+    from rbmcap.markers.markerset import load_marker_set
+
     return load_marker_set(OmegaConf.to_container(cfg.markers, resolve=True))
 
 
 def build_model(cfg: DictConfig, body, markers):
     """The LightningModule ``cfg.module`` describes (``_target_`` and its hyper-parameters, as
-    plain data so checkpoints load safely), on ``body`` with ``markers``. Nested ``_target_``
-    nodes (the optimiser, the schedule) stay data: the module instantiates them itself."""
+    plain data so checkpoints load safely), its ``model`` section completed with the facts of
+    ``body`` and ``markers``. Nested ``_target_`` nodes (the optimiser, the schedule) stay data:
+    the module instantiates them itself."""
     from hydra.utils import instantiate
 
     factory = instantiate(cfg.module, _partial_=True, _recursive_=False, _convert_="all")
-    return factory(**body_and_marker_facts(body, markers))
+    return factory(model=regressor_config(body, markers, **factory.keywords["model"]).to_dict())
 
 
-def load_initial_weights(model, spec: str | Path) -> None:
-    """Start ``model`` from the weights of the checkpoint ``spec`` (a path or a shipped model's
-    name, e.g. ``standin-rbm14``) to fine-tune it; the optimiser and schedule start afresh.
-    ConfigError when the architectures differ (the configuration must build the same network);
-    see :func:`rbmcap.checkpoint.load_weights`."""
-    log.info("starting from the weights of %s", load_weights(model, spec))
+def load_initial_weights(module, spec: str | Path) -> None:
+    """Start ``module``'s model from the weights of the checkpoint ``spec`` (a path or a shipped
+    model's name, e.g. ``standin-rbm14``) to fine-tune it; the optimiser and schedule start
+    afresh. ConfigError when the architectures differ (the configuration must build the same
+    network); see :func:`rbmcap.checkpoint.load_weights`."""
+    log.info("starting from the weights of %s", load_weights(module.model, spec))
 
 
 def build_datamodule(cfg: DictConfig) -> RBMDataModule:

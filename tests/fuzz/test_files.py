@@ -207,7 +207,7 @@ def checkpoint_mutation(draw, ckpt: dict) -> dict:
     hyper-parameter (or network hyper-parameter) replaced by garbage, a weight dropped,
     reshaped or poisoned with NaN/Inf."""
     ckpt = dict(ckpt)
-    hp = dict(ckpt["hyper_parameters"])
+    hp = dict(ckpt["hyper_parameters"]["model"])
     state = dict(ckpt["state_dict"])
     kind = draw(
         st.sampled_from(
@@ -258,7 +258,8 @@ def checkpoint_mutation(draw, ckpt: dict) -> dict:
             state[key] = t.to(draw(st.sampled_from([torch.float64, torch.int64, torch.bool])))
         elif kind == "not_tensor":
             state[key] = draw(st.sampled_from(GARBAGE))
-    ckpt["hyper_parameters"], ckpt["state_dict"] = hp, state
+    ckpt["hyper_parameters"] = {**ckpt["hyper_parameters"], "model": hp}
+    ckpt["state_dict"] = state
     return ckpt
 
 
@@ -266,8 +267,8 @@ def checkpoint_mutation(draw, ckpt: dict) -> dict:
 def ckpt_seed(checkpoint):
     """The tiny trained checkpoint without its optimiser state: its bytes and its dict (with the
     loading code imported, so that no input's time includes imports)."""
-    import rbmcap.inference
-    import rbmcap.training.module  # noqa: F401
+    import rbmcap.checkpoint
+    import rbmcap.inference  # noqa: F401
 
     full = torch.load(checkpoint, weights_only=True)
     keep = ("state_dict", "hyper_parameters", "epoch", "global_step", "pytorch-lightning_version")
@@ -432,11 +433,13 @@ def _changed_checkpoint(tmp_path: Path, ckpt_seed, change) -> Path:
     """The seed checkpoint with ``change(hyper_parameters, state_dict)`` applied (to copies),
     saved as bad.ckpt."""
     ckpt = dict(ckpt_seed[1])
-    ckpt["hyper_parameters"] = {
-        k: (dict(v) if isinstance(v, dict) else v) for k, v in ckpt["hyper_parameters"].items()
+    model = {
+        k: (dict(v) if isinstance(v, dict) else v)
+        for k, v in ckpt["hyper_parameters"]["model"].items()
     }
+    ckpt["hyper_parameters"] = {**ckpt["hyper_parameters"], "model": model}
     ckpt["state_dict"] = dict(ckpt["state_dict"])
-    change(ckpt["hyper_parameters"], ckpt["state_dict"])
+    change(model, ckpt["state_dict"])
     path = tmp_path / "bad.ckpt"
     torch.save(ckpt, path)
     return path
@@ -445,11 +448,13 @@ def _changed_checkpoint(tmp_path: Path, ckpt_seed, change) -> Path:
 def test_checkpoint_regression_nan_weight_is_a_data_error_naming_the_file(tmp_path, ckpt_seed):
     # was: accepted, and every prediction was NaN
     def poison(hp, state):
-        state["net.output_proj.weight"] = state["net.output_proj.weight"].clone()
-        state["net.output_proj.weight"][0, 0] = float("nan")
+        state["model.net.output_proj.weight"] = state["model.net.output_proj.weight"].clone()
+        state["model.net.output_proj.weight"][0, 0] = float("nan")
 
     path = _changed_checkpoint(tmp_path, ckpt_seed, poison)
-    with pytest.raises(DataError, match=r"bad\.ckpt: weight 'net\.output_proj\.weight' has NaN"):
+    with pytest.raises(
+        DataError, match=r"bad\.ckpt: weight 'model\.net\.output_proj\.weight' has NaN"
+    ):
         _load_predictor(path)
 
 
@@ -464,7 +469,9 @@ def test_checkpoint_regression_text_file_is_a_format_error(tmp_path):
 def test_checkpoint_regression_marker_names_not_a_list_is_a_model_error(tmp_path, ckpt_seed):
     # was: TypeError ('int' object is not iterable) in Predictor.__init__
     path = _changed_checkpoint(tmp_path, ckpt_seed, lambda hp, _: hp["markers"].update(names=0))
-    with pytest.raises(ModelError, match=r"bad\.ckpt: hyper-parameter 'markers' has an unusable"):
+    with pytest.raises(
+        ModelError, match=r"bad\.ckpt: hyper-parameter 'model\.markers' has an unusable"
+    ):
         _load_predictor(path)
 
 
@@ -481,8 +488,8 @@ def test_checkpoint_regression_oversized_network_is_refused_before_it_is_built(t
 def test_checkpoint_regression_integer_weights_are_a_model_error(tmp_path, ckpt_seed):
     # was: accepted (the rotations rounded to whole numbers), and every prediction was NaN
     def to_int(hp, state):
-        state["encoder.rest_inv"] = state["encoder.rest_inv"].long()
+        state["model.encoder.rest_inv"] = state["model.encoder.rest_inv"].long()
 
     path = _changed_checkpoint(tmp_path, ckpt_seed, to_int)
-    with pytest.raises(ModelError, match=r"bad\.ckpt: weight 'encoder\.rest_inv' is int64"):
+    with pytest.raises(ModelError, match=r"bad\.ckpt: weight 'model\.encoder\.rest_inv' is int64"):
         _load_predictor(path)

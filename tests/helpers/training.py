@@ -1,5 +1,6 @@
 """Training set-ups the tests share: the packaged configuration composed with overrides, small
-networks built from it, a run of seconds, and ``train.py`` run as a user would."""
+models built from it (with or without their training module), a run of seconds, and
+``train.py`` run as a user would."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from pathlib import Path
 
 import lightning as L
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from helpers.shared import REPO
 from rbmcap.config.packaged import conf_dir
-from rbmcap.training.module import RBMRegressor
+from rbmcap.markers.markerset import load_marker_set
+from rbmcap.model.body_facts import regressor_config
+from rbmcap.model.regressor import PoseRegressor
+from rbmcap.training.module import RegressorLitModule
 from rbmcap.training.run import build_model, configured_markers
 
 TRAIN_PY = REPO / "train.py"
@@ -34,11 +38,24 @@ def compose_train(*overrides: str) -> DictConfig:
         return compose("train", overrides=list(overrides))
 
 
-def small_module(standin, network: str, *overrides: str) -> RBMRegressor:
-    """The module the training configuration builds, with a small ``network``."""
+def _small_config(network: str, *overrides: str) -> DictConfig:
     small = [f"model.{k}={v}" for k, v in SMALL[network].items()]
-    cfg = compose_train(f"model={network}", *small, *overrides)
+    return compose_train(f"model={network}", *small, *overrides)
+
+
+def small_module(standin, network: str, *overrides: str) -> RegressorLitModule:
+    """The training module the training configuration builds, with a small ``network``."""
+    cfg = _small_config(network, *overrides)
     return build_model(cfg, standin, configured_markers(cfg))
+
+
+def small_model(standin, network: str, *overrides: str) -> PoseRegressor:
+    """The model the training configuration describes, with a small ``network``, built from
+    :mod:`rbmcap.model` alone (no training module)."""
+    cfg = _small_config(network, *overrides)
+    settings = OmegaConf.to_container(cfg.module.model, resolve=True)
+    markers = load_marker_set(OmegaConf.to_container(cfg.markers, resolve=True))
+    return PoseRegressor(regressor_config(standin, markers, **settings))
 
 
 def tiny_run(dataset, *extra: str) -> list[str]:

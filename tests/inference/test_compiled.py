@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.observations import random_observations
-from helpers.training import small_module
+from helpers.training import small_model
 
 import rbmcap.inference.compiled as compiled
 from rbmcap.errors import ConfigError, ModelError
@@ -20,7 +20,7 @@ STREAM = ("features=reach", "plate_fit.enabled=true")  # the most operations of 
 
 
 def _stream_model(standin, seed: int = 3):
-    model = small_module(standin, "causal_gru", *STREAM).eval()
+    model = small_model(standin, "causal_gru", *STREAM).eval()
     with torch.no_grad():  # an output layer that is not zero, so the network's answer counts
         for p in model.net.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(seed)))
@@ -39,7 +39,7 @@ def _program(model):
 
 
 def test_an_unknown_backend_is_a_config_error(standin):
-    model = small_module(standin, "causal_gru", *STREAM).eval()
+    model = small_model(standin, "causal_gru", *STREAM).eval()
     with pytest.raises(ConfigError, match="unknown stream backend 'jit'"):
         Predictor(model).stream(backend="jit")
 

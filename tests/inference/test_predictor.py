@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.observations import random_observations
-from helpers.training import small_module
+from helpers.training import small_model
 
 from rbmcap.body.params import SMPLParams
 from rbmcap.errors import DataError
@@ -14,7 +14,7 @@ from rbmcap.inference import Predictor
 
 
 def test_chunked_prediction_of_a_per_frame_network_equals_one_pass(standin):
-    model = small_module(standin, "mlp").eval()
+    model = small_model(standin, "mlp").eval()
     pos, rot, valid = random_observations(237, hidden=0.1)
     chunked = Predictor(model, chunk=50, overlap=10, smoothing=0).predict(pos, rot, valid)
     with torch.no_grad():
@@ -28,7 +28,7 @@ def test_chunked_prediction_of_a_per_frame_network_equals_one_pass(standin):
 
 
 def test_short_sequences_and_exact_chunk_multiples(standin):
-    model = small_module(standin, "transformer").eval()
+    model = small_model(standin, "transformer").eval()
     p = Predictor(model, chunk=40, overlap=5)
     for t in (1, 7, 40, 70, 80):
         out = p.predict(*random_observations(t, hidden=0.1))
@@ -36,7 +36,7 @@ def test_short_sequences_and_exact_chunk_multiples(standin):
 
 
 def test_streaming_a_causal_gru_equals_the_whole_window(standin):
-    model = small_module(standin, "causal_gru").eval()
+    model = small_model(standin, "causal_gru").eval()
     pos, rot, valid = random_observations(25, hidden=0.1)
     session = Predictor(model).stream()
     streamed = [session.push(pos[i], rot[i], valid[i]) for i in range(25)]
@@ -47,7 +47,7 @@ def test_streaming_a_causal_gru_equals_the_whole_window(standin):
 
 
 def test_streaming_a_window_model_answers_every_frame(standin):
-    session = Predictor(small_module(standin, "causal_transformer").eval()).stream(context=8)
+    session = Predictor(small_model(standin, "causal_transformer").eval()).stream(context=8)
     pos, rot, valid = random_observations(12, hidden=0.1)
     for i in range(12):
         r, t = session.push(pos[i], rot[i], valid[i])
@@ -55,7 +55,7 @@ def test_streaming_a_window_model_answers_every_frame(standin):
 
 
 def test_wrong_marker_count_is_a_clear_error(standin):
-    p = Predictor(small_module(standin, "mlp"))
+    p = Predictor(small_model(standin, "mlp"))
     pos, rot, valid = random_observations(5, hidden=0.1)
     with pytest.raises(DataError, match="marker set 'rbm14'"):
         p.predict(pos[:, :10], rot[:, :10], valid[:, :10])

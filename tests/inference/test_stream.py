@@ -8,7 +8,7 @@ import pytest
 import roma
 import torch
 from helpers.observations import random_observations
-from helpers.training import small_module
+from helpers.training import small_model
 
 from rbmcap.baseline.init import _nearest_estimated_ancestors
 from rbmcap.body.joints import JointModel
@@ -19,8 +19,8 @@ from rbmcap.geometry.registration import points_rotation
 from rbmcap.geometry.rotations import rotation_between, rotmat_slerp
 from rbmcap.inference import Predictor
 from rbmcap.markers.markerset import load_marker_set
+from rbmcap.model.body_facts import marker_description, plate_rest_frames
 from rbmcap.skeleton import SMPL_PARENTS
-from rbmcap.training.run import marker_description, plate_rest_frames
 
 
 # ------------------------------------------------- the prior's walk, joint by joint (reference)
@@ -168,7 +168,7 @@ def test_a_streamed_causal_gru_answers_as_offline_frame_by_frame(standin, overri
     """Rotations and translation (whose betas are the running mean over the past, and with the
     plate fit the running fit) to 1e-5, with plates coming and going, through the traced
     frame step."""
-    model = small_module(standin, "causal_gru", *overrides).eval()
+    model = small_model(standin, "causal_gru", *overrides).eval()
     with torch.no_grad():  # an output layer that is not zero, so the network's answer counts
         for p in model.net.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))
@@ -193,7 +193,7 @@ def test_subjects_streamed_together_answer_as_each_streamed_alone(standin, net, 
     """Three subjects' plates stacked into one session: each subject's rotations, translation
     and running betas as its own session's, to 1e-5 (a recurrent step batched, or a windowed
     network's windows)."""
-    model = small_module(standin, net, *overrides).eval()
+    model = small_model(standin, net, *overrides).eval()
     with torch.no_grad():
         for p in model.net.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))
@@ -247,7 +247,7 @@ def test_slices_of_whole_dimensions_are_dropped_and_the_answer_kept():
 
 
 def test_the_streams_frame_step_runs_without_whole_slices(standin):
-    model = small_module(standin, "causal_gru", "features=bones", "plate_fit.enabled=true").eval()
+    model = small_model(standin, "causal_gru", "features=bones", "plate_fit.enabled=true").eval()
     pos, rot, valid = random_observations(2)
     session = Predictor(model).stream()
     session.push(pos[0], rot[0], valid[0])
@@ -257,7 +257,7 @@ def test_the_streams_frame_step_runs_without_whole_slices(standin):
 def test_a_malformed_streamed_frame_is_one_data_error_line(standin):
     from rbmcap.errors import DataError
 
-    model = small_module(standin, "causal_gru", "features=bones", "plate_fit.enabled=true").eval()
+    model = small_model(standin, "causal_gru", "features=bones", "plate_fit.enabled=true").eval()
     session = Predictor(model).stream()
     pos, rot, valid = random_observations(1)
     with pytest.raises(DataError) as err:

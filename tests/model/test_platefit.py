@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import roma
 import torch
-from helpers.training import small_module
+from helpers.training import small_model
 
 from rbmcap.geometry import local_to_global
 from rbmcap.markers.markerset import load_marker_set
 from rbmcap.markers.synth import Synthesizer
+from rbmcap.model.body_facts import marker_description, plate_rest_frames
 from rbmcap.model.platefit import PlateFit
 from rbmcap.motion.procedural.library import generate
-from rbmcap.training.run import marker_description, plate_rest_frames
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,7 @@ def test_a_causal_fit_uses_only_the_past(fit):
 
 
 def test_the_network_decodes_through_the_fit_and_falls_back_without_plates(standin):
-    model = small_module(standin, "transformer", "plate_fit.enabled=true").eval()
+    model = small_model(standin, "transformer", "plate_fit.enabled=true").eval()
     gen = torch.Generator().manual_seed(6)
     with torch.no_grad():  # a network whose own answer is not the prior
         for p in model.net.parameters():
@@ -137,7 +137,7 @@ def test_the_fit_refuses_a_ridge_that_leaves_its_equations_unsolvable(standin, w
     from rbmcap.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"plate_fit\.prior_weight must be > 0"):
-        small_module(
+        small_model(
             standin,
             "causal_gru",
             "features=bones",

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import roma
 import torch
+from omegaconf import OmegaConf
 
 from rbmcap.body.joints import JointModel
 from rbmcap.body.poses import stride_pose
@@ -15,8 +16,8 @@ from rbmcap.geometry.gaps import fill_gaps, nearest_seen
 from rbmcap.geometry.plates_to_bones import KinematicPrior
 from rbmcap.markers.markerset import load_marker_set
 from rbmcap.markers.synth import Synthesizer
+from rbmcap.model.body_facts import marker_description, plate_rest_frames
 from rbmcap.skeleton import SMPL_PARENTS
-from rbmcap.training.run import marker_description, plate_rest_frames
 
 
 def _rest(standin):
@@ -120,10 +121,12 @@ def test_nearest_seen_frame():
 def test_untrained_regressor_answers_with_the_prior(standin):
     from helpers.training import compose_train
 
-    from rbmcap.training.run import build_model
+    from rbmcap.model.body_facts import regressor_config
+    from rbmcap.model.regressor import PoseRegressor
 
     cfg = compose_train("experiment=demo")
-    model = build_model(cfg, standin, load_marker_set("rbm14")).eval()
+    settings = OmegaConf.to_container(cfg.module.model, resolve=True)
+    model = PoseRegressor(regressor_config(standin, load_marker_set("rbm14"), **settings)).eval()
     poses = torch.as_tensor(stride_pose(), dtype=torch.float32)[None].repeat(4, 1, 1)
     trans = torch.tensor([[0.1, 0.2, 0.95]]).repeat(4, 1)
     _, _, _, _, obs = _observe(standin, poses, trans)

@@ -147,6 +147,24 @@ def test_metrics_baseline_and_geometry_do_not_import_upstream():
     assert not upward, "imports against the data flow:\n" + "\n".join(upward)
 
 
+POSING = ("model", "inference", "live", "evaluation", "baseline", "calibrate", "io")
+"""The folders that pose frames with a model (or sit below them): none trains."""
+
+
+def test_posing_a_frame_imports_neither_lightning_nor_training():
+    """The model, checkpoints and everything that runs a trained model are built without
+    Lightning or :mod:`rbmcap.training`, at module level or inside a function."""
+    trees = {path: tree for folder in POSING for path, tree in _in(folder).items()}
+    trees["rbmcap/checkpoint.py"] = _modules()["rbmcap/checkpoint.py"]
+    found = [
+        f"{path}:{line} imports {name}"
+        for path, tree in trees.items()
+        for line, name in _imports(path, tree)
+        if _under(name, ("lightning", "pytorch_lightning", "rbmcap.training"))
+    ]
+    assert not found, "training imported where frames are posed:\n" + "\n".join(found)
+
+
 def test_geometry_imports_nothing_else_from_rbmcap():
     foreign = [
         f"{path}:{line} imports {name}"

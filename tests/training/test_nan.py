@@ -12,7 +12,7 @@ from helpers.training import compose_train, run_train_py, tiny_run
 
 from rbmcap.errors import EXIT_DATA, DataError
 from rbmcap.training.guards import AtomicCheckpointIO, check_finite_loss, check_finite_weights
-from rbmcap.training.module import RBMRegressor
+from rbmcap.training.module import RegressorLitModule
 
 
 def test_the_loss_check_names_the_epoch_the_step_and_each_bad_term():
@@ -46,7 +46,7 @@ def test_weights_with_nan_are_never_saved(tmp_path):
 
 def _nan_from(monkeypatch, epoch: int, batch: int, term: str = "rotation") -> None:
     """Make loss term ``term`` NaN from training batch ``batch`` of epoch ``epoch`` on."""
-    losses = RBMRegressor._losses
+    losses = RegressorLitModule._losses
 
     def poisoned(self, out, batch_):
         terms, joints = losses(self, out, batch_)
@@ -55,14 +55,14 @@ def _nan_from(monkeypatch, epoch: int, batch: int, term: str = "rotation") -> No
             terms["total"] = terms["total"] + terms[term]
         return terms, joints
 
-    step = RBMRegressor.training_step
+    step = RegressorLitModule.training_step
 
     def counted(self, batch_, batch_idx):
         self._batch = batch_idx
         return step(self, batch_, batch_idx)
 
-    monkeypatch.setattr(RBMRegressor, "_losses", poisoned)
-    monkeypatch.setattr(RBMRegressor, "training_step", counted)
+    monkeypatch.setattr(RegressorLitModule, "_losses", poisoned)
+    monkeypatch.setattr(RegressorLitModule, "training_step", counted)
 
 
 def _finite_checkpoints(folder: Path) -> dict[str, int]:
@@ -102,7 +102,7 @@ class _PoisonWeights(L.Callback):
     def on_validation_start(self, trainer, pl_module) -> None:
         if not trainer.sanity_checking:
             with torch.no_grad():
-                next(pl_module.net.parameters()).view(-1)[0] = float("nan")
+                next(pl_module.model.net.parameters()).view(-1)[0] = float("nan")
 
 
 def test_weights_that_became_nan_are_not_checkpointed(tmp_path, tiny_dataset, monkeypatch):

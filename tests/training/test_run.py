@@ -15,7 +15,7 @@ from helpers.training import SMALL, compose_train, probe_training_start, small_m
 from rbmcap.config.packaged import conf_dir
 from rbmcap.model.features import FEATURE_KINDS
 from rbmcap.training.data import RBMDataModule
-from rbmcap.training.module import RBMRegressor
+from rbmcap.training.module import RegressorLitModule
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +44,7 @@ def test_fast_dev_run_for_every_network(standin, tiny_dataset, network):
         )
     )
     assert out["rotmats"].shape == (1, 5, 24, 3, 3) and out["trans"].shape == (1, 5, 3)
-    assert model.is_causal == (network.startswith("causal") or network == "mlp")  # per-frame
+    assert model.model.is_causal == (network.startswith("causal") or network == "mlp")  # per-frame
 
 
 @pytest.mark.parametrize("network", ["transformer", "causal_gru"])
@@ -66,7 +66,7 @@ def test_mixed_precision_runs_the_network_alone_in_bfloat16(standin, tiny_datase
     batch = next(iter(data.train_dataloader()))
     model.eval()
     seen = {}
-    model.net.register_forward_hook(lambda m, i, o: seen.update(dtype=o.dtype, out=o))
+    model.model.net.register_forward_hook(lambda m, i, o: seen.update(dtype=o.dtype, out=o))
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         out = model(batch["pos"], batch["rot"], batch["valid"])
         terms, joints = model._losses(out, batch)
@@ -77,8 +77,8 @@ def test_mixed_precision_runs_the_network_alone_in_bfloat16(standin, tiny_datase
         if isinstance(v, torch.Tensor)
     )
     with torch.no_grad():  # the same network output decoded without autocast
-        _, ctx = model.encoder(batch["pos"], batch["rot"], batch["valid"])
-        plain = model.decode_outputs(seen["out"].float(), ctx)
+        _, ctx = model.model.encoder(batch["pos"], batch["rot"], batch["valid"])
+        plain = model.model.decode_outputs(seen["out"].float(), ctx)
     torch.testing.assert_close(out["rotmats"], plain["rotmats"], atol=1e-6, rtol=0)
     torch.testing.assert_close(out["trans"], plain["trans"], atol=1e-6, rtol=0)
     assert torch.isfinite(terms["total"])
@@ -87,7 +87,7 @@ def test_mixed_precision_runs_the_network_alone_in_bfloat16(standin, tiny_datase
 def test_a_tiny_run_overfits_one_batch(standin, tiny_dataset):
     torch.manual_seed(0)
     model = small_module(standin, "mlp", "features=kinematic")
-    model.net.train()
+    model.model.net.train()
     batch = next(iter(RBMDataModule(tiny_dataset, window=20, batch_size=4).train_dataloader()))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     losses = []
@@ -116,8 +116,9 @@ def test_checkpoint_hyper_parameters_are_plain_data(standin, tiny_dataset, tmp_p
     path = tmp_path / "model.ckpt"
     trainer.save_checkpoint(path)
     raw = torch.load(path, weights_only=True)  # safe loading: no DictConfig, no pickled classes
-    assert raw["hyper_parameters"]["features"] == "kinematic"
-    again = RBMRegressor.load_from_checkpoint(path, weights_only=True)
+    assert raw["hyper_parameters"]["model"]["features"] == "kinematic"
+    assert all(name.startswith("model.") for name in raw["state_dict"])
+    again = RegressorLitModule.load_from_checkpoint(path, weights_only=True)
     x = (
         torch.randn(1, 8, 14, 3),
         torch.eye(3).expand(1, 8, 14, 3, 3),
@@ -125,6 +126,22 @@ def test_checkpoint_hyper_parameters_are_plain_data(standin, tiny_dataset, tmp_p
     )
     model.eval(), again.eval()
     assert torch.allclose(model(*x)["trans"], again(*x)["trans"])
+
+
+def test_the_training_module_takes_a_shipped_checkpoint_and_refuses_a_flat_optimiser():
+    """The shipped layout is the training module's own (Lightning restores it strictly); an
+    ``optim`` section of bare numbers (no optimiser and schedule nodes) is one ConfigError."""
+    from rbmcap.checkpoint import read_checkpoint
+    from rbmcap.errors import ConfigError
+    from rbmcap.paths import resolve_checkpoint
+
+    spec = "standin-rbm14-stream"
+    module = RegressorLitModule.load_from_checkpoint(resolve_checkpoint(spec), weights_only=True)
+    assert module.model.config.fps == 60.0
+    hp = read_checkpoint(spec)["hyper_parameters"]
+    hp["optim"] = {"lr": 1e-3, "weight_decay": 0.0, "decay": 0.8, "decay_every": 0.1}
+    with pytest.raises(ConfigError, match=r"^optim: missing optimizer, scheduler"):
+        RegressorLitModule(**hp)
 
 
 def test_train_py_wiring_trains_checkpoints_and_resumes(tmp_path, tiny_dataset, monkeypatch):
@@ -350,10 +367,10 @@ def test_marker_overrides_reach_the_model(standin):
     moved = small_module(
         standin, "mlp", "markers.markers.0.anchor.along=0.9", "markers.markers.4.parent=chest"
     )
-    parents = moved.hparams["markers"]["parents"]
-    assert parents[4] == 1 and default.hparams["markers"]["parents"][4] == 3  # hand → chest
-    assert moved.encoder.parents == parents  # the feature tree follows the override
-    rest, rest_default = (torch.tensor(m.hparams["plate_rest_pos"]) for m in (moved, default))
+    parents = moved.model.config.markers["parents"]
+    assert parents[4] == 1 and default.model.config.markers["parents"][4] == 3  # hand → chest
+    assert moved.model.encoder.parents == parents  # the feature tree follows the override
+    rest, rest_default = (torch.tensor(m.model.config.plate_rest_pos) for m in (moved, default))
     assert not torch.allclose(rest[0], rest_default[0], atol=1e-3), "head plate moved"
     torch.testing.assert_close(rest[1:], rest_default[1:])
 
@@ -363,9 +380,10 @@ def test_a_marker_set_cut_down_on_the_command_line_drops_its_markers(standin):
     model = small_module(
         standin, "mlp", "+markers.select=[chest,head,left_hand]", "markers.name=rbm3"
     )
-    assert model.hparams["markers"]["names"] == ["chest", "head", "left_hand"]
-    assert model.hparams["markers"]["parents"] == [-1, 0, 0]
-    assert model.encoder.num_markers == 3 and len(model.hparams["plate_rest_pos"]) == 3
+    config = model.model.config
+    assert config.markers["names"] == ["chest", "head", "left_hand"]
+    assert config.markers["parents"] == [-1, 0, 0]
+    assert model.model.encoder.num_markers == 3 and len(config.plate_rest_pos) == 3
 
 
 # ------------------------------------------------------------------- data preparation

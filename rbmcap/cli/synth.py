@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 
 from rbmcap.config.packaged import HYDRA_CONFIG_MODULE
 from rbmcap.dataset import SynthOptions, dataset_info, synthesize_dataset
-from rbmcap.dataset.options import GENDERS, hydra_node
+from rbmcap.dataset.synth_options import GENDERS, hydra_node
 from rbmcap.errors import USER_ERRORS, user_error
 
 _DEFAULTS = SynthOptions.defaults()  # the one place the defaults live

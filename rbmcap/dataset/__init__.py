@@ -11,8 +11,8 @@ from procedural and real motion (the Hydra ``data.generate`` node) is
 from rbmcap.dataset.build import SynthReport, synthesize_dataset
 from rbmcap.dataset.manifest import ARRAY_DTYPES, FORMAT_VERSION, Manifest, SequenceEntry
 from rbmcap.dataset.merge import merge_datasets
-from rbmcap.dataset.options import SynthOptions, parse_shard
 from rbmcap.dataset.reader import RBMDataset, Windows, dataset_info
+from rbmcap.dataset.synth_options import SynthOptions, parse_shard
 
 __all__ = [
     "ARRAY_DTYPES",

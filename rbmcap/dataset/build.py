@@ -26,9 +26,9 @@ from tqdm import tqdm
 from rbmcap.body.load import load_body_model
 from rbmcap.dataset.manifest import FORMAT_VERSION, Manifest, SequenceEntry, array_tails
 from rbmcap.dataset.npyio import file_sha256
-from rbmcap.dataset.options import SynthOptions
 from rbmcap.dataset.sources import MotionJob, discover_jobs, load_motion, shard_jobs
 from rbmcap.dataset.store import DatasetWriter
+from rbmcap.dataset.synth_options import SynthOptions
 from rbmcap.errors import ConfigError, DataError, RBMCapError
 from rbmcap.markers.markerset import MarkerSet, load_marker_set
 from rbmcap.markers.plates import PLATE_STANDOFF

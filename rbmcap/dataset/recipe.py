@@ -25,7 +25,7 @@ import torch
 from rbmcap.body import load_body_model
 from rbmcap.dataset.build import synthesize_dataset
 from rbmcap.dataset.manifest import Manifest
-from rbmcap.dataset.options import SynthOptions
+from rbmcap.dataset.synth_options import SynthOptions
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.markers.markerset import MarkerSet, load_marker_set
 from rbmcap.motion.folder import build_motion_folder

@@ -18,6 +18,7 @@ import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
 from rbmcap.checkpoint import load_weights
+from rbmcap.markers.markerset import load_marker_set
 from rbmcap.model.body_facts import regressor_config
 from rbmcap.motion.procedural.library import SHAPE_CLIP, SHAPE_STD
 from rbmcap.training.data import RBMDataModule
@@ -30,8 +31,6 @@ LAST = "last"
 
 def configured_markers(cfg: DictConfig):
     """The marker set the composed ``cfg.markers`` describes (overrides included)."""
-    from rbmcap.markers.markerset import load_marker_set
-
     return load_marker_set(OmegaConf.to_container(cfg.markers, resolve=True))
 
 

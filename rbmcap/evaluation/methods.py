@@ -5,6 +5,10 @@ Every method answers one :class:`~rbmcap.evaluation.sequences.Sequence` with
 results of the methods before it), ``run`` on each of :meth:`Method.sequences`, then
 :meth:`Method.finish` (its convergence curve, for solvers).
 
+Every method pays its one-off start-up (the network's first call, the solver's first solve: lazy
+imports, allocations, kernel choice) in :meth:`Method.prepare`, untimed, so its times are what
+each further sequence costs, whatever the number of sequences.
+
 - :class:`NetworkMethod`: the trained checkpoint through :class:`rbmcap.inference.Predictor`.
 - :class:`BaselineMethod`: the optimisation solver, 6-DoF on the RBM data or on a point-marker
   dataset of the same motions, read off its convergence curve: its answer and time at the
@@ -12,18 +16,19 @@ results of the methods before it), ``run`` on each of :meth:`Method.sequences`, 
   returns), so a generous iteration budget does not count against it and its accuracy and time
   belong to the same run.
 - :class:`HybridMethod`: the solver started from the network's answer, with the iterations that
-  fit in a fraction of the baseline's converged time (:func:`hybrid_budget`), network pass
-  included.
+  fit in a fraction of the baseline's converged time, network pass included, measured on its
+  own solves (:meth:`HybridMethod.calibrate`); its times and its curve include that pass.
 - :class:`OracleStartMethod`: the hybrid, same budget, from the truth moved a fraction of the way
   to the network's answer (:mod:`rbmcap.evaluation.oracle`): what network the claim needs.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -70,14 +75,27 @@ class Method:
         """Fill what is known only after every sequence (a solver's convergence curve)."""
 
 
+WARM_UP_FRAMES = 16
+"""Frames of a solver's untimed warm-up solve (:meth:`SolverRun.warm_up`)."""
+
+WARM_UP_ITERATIONS = 2
+"""Optimiser iterations of a solver's untimed warm-up solve."""
+
+
 class NetworkMethod(Method):
-    """The network; keeps each answer and its time for the hybrid that starts from it."""
+    """The network; keeps each answer and its time for the hybrid that starts from it. Its first
+    call (the start-up) is made in :meth:`prepare`, on the split's first sequence, untimed."""
 
     key = "network"
 
     def __init__(self, predictor, label: str) -> None:
         self.predictor, self.label = predictor, label
         self.answers: dict[str, tuple[SMPLParams, float]] = {}
+
+    def prepare(self, split, done) -> None:
+        first = next(iter(split), None)
+        if first is not None:
+            self.predictor.predict(*first.observations)
 
     def run(self, seq: Sequence) -> tuple[SMPLParams, float]:
         t0 = time.perf_counter()
@@ -105,6 +123,17 @@ class SolverRun:
         kwargs.setdefault("iterations", self.iterations)
         return self.solver.solve(pos, rot, valid, fps=self.fps, truth_joints=seq.joints, **kwargs)
 
+    def warm_up(self, seqs: Iterable[Sequence]) -> None:
+        """An untimed solve of the first :data:`WARM_UP_FRAMES` frames of the first of ``seqs``
+        for :data:`WARM_UP_ITERATIONS` iterations: the solver's one-off start-up is paid here,
+        not by the first timed solve."""
+        first = next(iter(seqs), None)
+        if first is None:
+            return
+        pos, rot, valid = (None if x is None else x[:WARM_UP_FRAMES] for x in first.observations)
+        rot = rot if self.orientations else None
+        self.solver.solve(pos, rot, valid, fps=self.fps, iterations=WARM_UP_ITERATIONS)
+
 
 class BaselineMethod(Method):
     """The solver, read off its convergence curve where the split's MPJPE converged.
@@ -126,7 +155,9 @@ class BaselineMethod(Method):
         return split if self._sequences is None else self._sequences(split)
 
     def prepare(self, split, done) -> None:
+        self.solve.warm_up(self.sequences(split))
         for seq in self.sequences(split):
+            log.info("  solving %s (%d frames)", seq.name, seq.frames)
             self._solutions[seq.name] = self.solve.solve(seq, snapshots=True)
         self.curve = aggregate_records([s.record.to_dict() for s in self._solutions.values()])
         self.iterations = self.curve.converged_at(rtol=CONVERGED_RTOL, atol=CONVERGED_ATOL_MM)
@@ -143,24 +174,44 @@ class BaselineMethod(Method):
 
 @dataclass(frozen=True)
 class BudgetPlan:
-    """The hybrid's iteration budget: with the 6-DoF baseline run and a ``fraction`` (of its
-    converged time, network pass included), :func:`hybrid_budget` with ``margin``; else None
-    (the solver's own iterations)."""
+    """The hybrid's time budget: with the 6-DoF baseline run and a ``fraction`` of its converged
+    time (network pass included), ``margin`` of that time planned for; else None (the solver's
+    own iterations)."""
 
     fraction: float | None
     margin: float
     baseline_key: str = "baseline_6dof"
 
-    def iterations(self, done: Mapping[str, MethodResult]) -> int | None:
+    def ms_per_frame(self, done: Mapping[str, MethodResult]) -> float | None:
+        """The planned time (ms per frame, network pass included), or None without a budget."""
         if not self.fraction or self.baseline_key not in done:
+            return None
+        return self.margin * self.fraction * done[self.baseline_key].ms_per_frame
+
+    def iterations(self, done: Mapping[str, MethodResult]) -> int | None:
+        """The iterations estimated at the baseline's cost per iteration
+        (:func:`hybrid_budget`), or None without a budget."""
+        if self.ms_per_frame(done) is None:
             return None
         return hybrid_budget(done[self.baseline_key], done["network"], self.fraction, self.margin)
 
 
+CALIBRATION_FRAMES = 500
+"""Frames of the split (whole sequences from its start, at least one) on which the hybrid
+measures its own cost per iteration before its budget is fixed."""
+
+
 class HybridMethod(Method):
     """The solver from the network's answer, on the planned budget; its time is the whole
-    solve plus the network pass that starts it. Its curve shows how the accuracy moves away
-    from the start."""
+    solve plus the network pass that starts it, and so is every time of its curve (how the
+    accuracy moves away from the start).
+
+    With a budget (:class:`BudgetPlan`), :meth:`prepare` fixes its iterations from its own
+    measured cost: a solve from the network's answer on the split's first
+    :data:`CALIBRATION_FRAMES` frames, recording every iteration up to twice the estimate at the
+    baseline's cost (:func:`hybrid_budget`; iterations from a good start cost less than the
+    baseline's first ones), gives the time per frame of each iteration count; the budget is the
+    largest count within the planned time. The timed solves then run that many iterations."""
 
     key = "hybrid"
     label = "hybrid (network + optimisation)"
@@ -175,20 +226,63 @@ class HybridMethod(Method):
         return self.network.answers[seq.name][0]
 
     def prepare(self, split, done) -> None:
-        self.budget = self.plan.iterations(done)
-        if self.budget is not None:
-            log.info(
-                "%s budget: %d iterations (%.2g of the baseline's time)",
-                self.key,
-                self.budget,
-                self.plan.fraction,
+        self.solve.warm_up(split)
+        planned = self.plan.ms_per_frame(done)
+        if planned is None:
+            return
+        estimate = self.plan.iterations(done)
+        self.budget = self.calibrate(split, planned, 2 * estimate + 10)
+        log.info(
+            "%s budget: %d iterations, measured to fit %.2g ms/frame (%g %% of %.2g of the "
+            "baseline's time; %d at the baseline's cost per iteration)",
+            self.key,
+            self.budget,
+            planned,
+            100 * self.plan.margin,
+            self.plan.fraction,
+            estimate,
+        )
+
+    def calibrate(self, split, planned_ms: float, most: int) -> int:
+        """The largest iteration count (at least 1, at most ``most``) whose time per frame,
+        network pass included, is within ``planned_ms`` on the split's first
+        :data:`CALIBRATION_FRAMES` frames."""
+        solver = copy.copy(self.solve.solver)
+        solver.config = replace(solver.config, record=tuple(range(most + 1)))
+        records, frames = [], 0
+        for seq in split:
+            pos, rot, valid = seq.observations
+            rot = rot if self.solve.orientations else None
+            sol = solver.solve(
+                pos,
+                rot,
+                valid,
+                fps=self.solve.fps,
+                init=self.start(seq),
+                iterations=most,
+                truth_joints=seq.joints,
             )
+            network_seconds = self.network.answers[seq.name][1]
+            record = sol.record.to_dict()
+            record["seconds"] = [s + network_seconds for s in record["seconds"]]
+            records.append(record)
+            frames += seq.frames
+            if frames >= CALIBRATION_FRAMES:
+                break
+        curve = aggregate_records(records)
+        if curve is None:
+            return 1
+        fits = [it for it, ms in zip(curve.iterations, curve.ms_per_frame) if ms <= planned_ms]
+        return max([1, *fits])
 
     def run(self, seq: Sequence) -> tuple[SMPLParams, float]:
         iterations = self.budget or self.solve.iterations
         sol = self.solve.solve(seq, init=self.start(seq), iterations=iterations)
-        self.records.append(sol.record.to_dict())
-        return sol.params, sol.seconds + self.network.answers[seq.name][1]
+        network_seconds = self.network.answers[seq.name][1]
+        record = sol.record.to_dict()
+        record["seconds"] = [s + network_seconds for s in record["seconds"]]
+        self.records.append(record)
+        return sol.params, sol.seconds + network_seconds
 
     def finish(self, result: MethodResult) -> None:
         total = aggregate_records(self.records)
@@ -207,6 +301,12 @@ class OracleStartMethod(HybridMethod):
 
     def start(self, seq: Sequence) -> SMPLParams:
         return scaled_error_start(super().start(seq), seq.truth_params, self.fraction)
+
+    def prepare(self, split, done) -> None:
+        """The hybrid's iterations (its result in ``done``), else the plan's estimate."""
+        self.solve.warm_up(split)
+        hybrid = done.get(HybridMethod.key)
+        self.budget = hybrid.iterations if hybrid is not None else self.plan.iterations(done)
 
 
 def hybrid_budget(

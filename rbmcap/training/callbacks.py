@@ -22,7 +22,9 @@ class EpochSummary(L.Callback):
         if trainer.sanity_checking or not hasattr(self, "_start"):
             return
         m = trainer.callback_metrics
-        parts = [f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}"]
+        timed = any(isinstance(c, L.pytorch.callbacks.Timer) for c in trainer.callbacks)
+        of = "" if timed else f"/{trainer.max_epochs}"  # with max_time the time ends the run
+        parts = [f"epoch {trainer.current_epoch + 1}{of}"]
         fields = (
             ("train/total_epoch", "train loss", "{:.3f}"),
             ("val/mpjpe_mm", "val MPJPE", "{:.1f} mm"),

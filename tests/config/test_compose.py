@@ -4,6 +4,7 @@ ConfigError line naming the file (or 'overrides') and the dotted key."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,3 +106,38 @@ def test_defaults_that_are_not_a_list_of_names_are_refused(tmp_path, base, defau
     child = _write(tmp_path, "child.yaml", f"defaults: {defaults}\n")
     with pytest.raises(ConfigError, match=r"child\.yaml: defaults: expected a list"):
         _load(child)
+
+
+def _packaged_with_defaults(group: str) -> list[str]:
+    from rbmcap.config.packaged import conf_dir, conf_names
+    from rbmcap.config.safe_yaml import load_yaml_mapping
+
+    return [
+        name
+        for name in conf_names(group)
+        if "defaults" in load_yaml_mapping(conf_dir() / group / f"{name}.yaml")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("group", "name"),
+    [(g, n) for g in ("baseline", "markers") for n in _packaged_with_defaults(g)],
+)
+def test_packaged_defaults_lists_compose_as_under_hydra(group, name):
+    """Every packaged file composed from others gives, through load_config, what Hydra's own
+    composition of the same file gives (the files are also groups of the Hydra tree)."""
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from rbmcap.baseline.config import SolverConfig
+    from rbmcap.config.compose import build_config
+    from rbmcap.config.packaged import HYDRA_CONFIG_MODULE
+    from rbmcap.markers.markerset import MarkerSetFile
+
+    schema = {"baseline": SolverConfig, "markers": MarkerSetFile}[group]
+    with initialize_config_module(HYDRA_CONFIG_MODULE, version_base=None):
+        composed = compose(f"{group}/{name}")[group]
+    hydra = OmegaConf.to_container(composed, resolve=True)
+    if "name" in {f.name for f in dataclasses.fields(schema)}:
+        hydra.setdefault("name", name)
+    assert load_config(name, group, schema, group) == build_config(schema, [(hydra, "hydra")])

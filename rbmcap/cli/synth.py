@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 
 from rbmcap.config.packaged import HYDRA_CONFIG_MODULE
 from rbmcap.dataset import SynthOptions, dataset_info, synthesize_dataset
-from rbmcap.dataset.synth_options import GENDERS, hydra_node
+from rbmcap.dataset.synth_options import GENDERS
 from rbmcap.errors import USER_ERRORS, user_error
 
 _DEFAULTS = SynthOptions.defaults()  # the one place the defaults live
@@ -93,6 +93,23 @@ def _run(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------- Hydra twin
+def hydra_node() -> dict[str, Any]:
+    """The Hydra config of the synthesis app built from :class:`SynthOptions`' defaults.
+
+    The marker set and realism preset are Hydra config groups (so ``markers=rbm_a`` or
+    ``realism.occlusion.rate=…`` work on the command line); their default names come from the
+    dataclass too. ``motions`` is required (``???``) and ``out`` defaults to the run folder.
+    """
+    values = SynthOptions.defaults()
+    markers, realism = values.pop("markers"), values.pop("realism")
+    return {
+        "defaults": [{"/markers": markers}, {"/realism": realism}, "_self_"],
+        "motions": "???",
+        "out": None,
+        **values,
+    }
+
+
 def register_configs() -> None:
     """Register the synthesis options (built from :class:`SynthOptions`' defaults) with Hydra's
     ConfigStore as ``data_prep/synth_options``, which ``data_prep/synthesize.yaml`` extends."""

@@ -1,8 +1,8 @@
 """What a synthesis run needs: :class:`SynthOptions`, the one place its defaults and checks live.
 
 ``rbmcap synth`` takes its option defaults from the dataclass fields, the Hydra twin
-(``rbmcap-synthesize``, :mod:`rbmcap.cli.synth`) composes its configuration from them
-(:func:`hydra_node`), the training data recipe (:mod:`rbmcap.dataset.recipe`) and library callers
+(``rbmcap-synthesize``, :mod:`rbmcap.cli.synth`) composes its configuration from them, the
+training data recipe (:mod:`rbmcap.dataset.recipe`) and library callers
 build it directly; all go through :meth:`SynthOptions.__post_init__`, so a
 bad value is the same :class:`~rbmcap.errors.ConfigError`, naming the field, from each.
 """
@@ -120,23 +120,6 @@ def parse_shard(text: str | tuple[int, int] | list[int]) -> tuple[int, int]:
     if not 0 <= i < n:
         raise ConfigError(f"shard={text!r}: need 0 ≤ i < n")
     return i, n
-
-
-def hydra_node() -> dict[str, Any]:
-    """The Hydra config of the synthesis app built from :class:`SynthOptions`' defaults.
-
-    The marker set and realism preset are Hydra config groups (so ``markers=rbm_a`` or
-    ``realism.occlusion.rate=…`` work on the command line); their default names come from the
-    dataclass too. ``motions`` is required (``???``) and ``out`` defaults to the run folder.
-    """
-    values = SynthOptions.defaults()
-    markers, realism = values.pop("markers"), values.pop("realism")
-    return {
-        "defaults": [{"/markers": markers}, {"/realism": realism}, "_self_"],
-        "motions": "???",
-        "out": None,
-        **values,
-    }
 
 
 def _path(name: str, value: Any) -> Path:

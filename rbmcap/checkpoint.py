@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rbmcap.atomic import atomic_path
 from rbmcap.errors import (
     ConfigError,
     DataError,
@@ -352,8 +353,6 @@ def load_weights(model: PoseRegressor, spec: str | Path) -> Path:
 def pack(ckpt: dict[str, Any], dst: str | Path) -> Path:
     """Write ``ckpt`` (as :func:`read_checkpoint` returns it) to ``dst`` as a shipped checkpoint:
     the :data:`PACKED_KEYS` only (no optimiser, scheduler or loop state), atomically."""
-    from rbmcap.atomic import atomic_path
-
     slim = {k: ckpt[k] for k in PACKED_KEYS if k in ckpt}
     slim["epoch"], slim["global_step"] = ckpt.get("epoch", 0), ckpt.get("global_step", 0)
     dst = Path(dst)

@@ -42,7 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from rbmcap.inference.pretrained import model_card, pretrained_names
+    # The library loads torch and the model code: only when the command runs, not for --help.
+    from rbmcap.inference.pretrained import model_card
+    from rbmcap.paths import pretrained_names  # (see above)
 
     cards = {n: model_card(n) for n in pretrained_names()}
     if args.json:
@@ -59,8 +61,9 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    # The library loads torch and the model code: only when the command runs, not for --help.
     from rbmcap.inference import Predictor
-    from rbmcap.inference.pretrained import check_accuracy
+    from rbmcap.inference.pretrained import check_accuracy  # (see above)
 
     result = check_accuracy(Predictor.from_checkpoint(args.name))
     if args.json:
@@ -72,6 +75,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _pack(args: argparse.Namespace) -> int:
+    # The library loads torch and the model code: only when the command runs, not for --help.
     from rbmcap.inference.pretrained import pack_checkpoint
 
     card = {"command": args.command, "trained_on": args.trained_on, "licence": args.licence}

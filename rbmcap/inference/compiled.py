@@ -27,7 +27,9 @@ from pathlib import Path
 
 import torch
 
+from rbmcap.atomic import atomic_path
 from rbmcap.errors import ModelError, first_line
+from rbmcap.paths import cache_dir
 
 log = logging.getLogger("rbmcap.stream")
 
@@ -76,8 +78,6 @@ def compiled_step(step: torch.nn.Module, model, example: tuple) -> Callable:
 
 def package_path(program) -> Path:
     """Where the compiled package of an exported ``program`` is cached."""
-    from rbmcap.paths import cache_dir
-
     digest = hashlib.sha256()
     for text in (torch.__version__, platform.machine(), str(program.graph_module.code)):
         digest.update(text.encode())
@@ -93,8 +93,6 @@ def package_path(program) -> Path:
 
 def _compile(program, path: Path) -> None:
     """Compile ``program`` into ``path`` (atomically: a killed compile leaves no package)."""
-    from rbmcap.atomic import atomic_path
-
     log.warning("compiling the stream step ahead of time (about a minute, once per model)")
     try:
         with atomic_path(path) as tmp, _quiet("torch._inductor"):

@@ -14,10 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from rbmcap.body.params import SMPLParams
+from rbmcap.checkpoint import load_model
 from rbmcap.errors import DataError, ModelError
+from rbmcap.inference.capture import checkpoint_body, predict_capture
 from rbmcap.inference.smoothing import DEFAULT_SIGMA_FRAMES, smooth_answer
+from rbmcap.inference.stream import StreamSession
 
 
 class Predictor:
@@ -57,8 +61,6 @@ class Predictor:
         """Load a checkpoint written by ``train.py`` or a pretrained model shipped with rbmcap
         by its name (e.g. ``"standin-rbm14"``; see :mod:`rbmcap.inference.pretrained`): safe
         loading, plain data only, checked before use (:func:`rbmcap.checkpoint.load_model`)."""
-        from rbmcap.checkpoint import load_model
-
         return cls(load_model(path, device), device=device, **kwargs)
 
     def _check(self, pos, rot, valid):
@@ -102,8 +104,6 @@ class Predictor:
         rotmats = torch.empty(t, 24, 3, 3)
         trans = torch.empty(t, 3)
         betas_sum, betas_n = torch.zeros(self.model.num_betas), 0
-        from tqdm import tqdm
-
         bar = tqdm(starts, disable=not progress, unit="chunk", desc="infer", file=sys.stderr)
         for k, s in enumerate(bar):
             e = min(s + self.chunk, t)
@@ -132,11 +132,10 @@ class Predictor:
             ``vertices=True`` the pair (motion, vertices (T, V, 3) float32 metres, world Z up),
             skinned in chunks by ``body`` (default: the checkpoint's body model).
         """
-        from rbmcap.inference.capture import checkpoint_body, predict_capture
-
         motion = predict_capture(self, capture, calibration, progress=progress)
         if not vertices:
             return motion
+        # trimesh takes about a second to import: only when vertices are asked for.
         from rbmcap.io.meshes import motion_vertices
 
         body = body if body is not None else checkpoint_body(self.body_id)
@@ -149,6 +148,4 @@ class Predictor:
         ahead of time into native code, the fastest: about a minute once per model and subject
         count, then cached; needs a C++ compiler) or ``"eager"``; all three answer the same to
         1e-5. ``subjects`` > 1: each frame holds that many subjects' plates, stepped together."""
-        from rbmcap.inference.stream import StreamSession
-
         return StreamSession(self, context, backend=backend, subjects=subjects)

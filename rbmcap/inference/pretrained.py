@@ -22,11 +22,15 @@ import numpy as np
 import torch
 import yaml
 
+from rbmcap.atomic import write_text_atomic
+from rbmcap.checkpoint import RUN_KEY, pack, read_checkpoint
 from rbmcap.config.safe_yaml import load_yaml_mapping
 from rbmcap.errors import DataError, ModelError
-from rbmcap.paths import pretrained_dir, pretrained_names, resolve_checkpoint
-
-__all__ = ["pretrained_dir", "pretrained_names", "resolve_checkpoint"]
+from rbmcap.inference.capture import checkpoint_body
+from rbmcap.inference.predictor import Predictor
+from rbmcap.markers.synth import Synthesizer
+from rbmcap.motion.procedural import generate
+from rbmcap.paths import pretrained_dir, resolve_checkpoint
 
 CHECK_KINDS = ("walk", "run", "squat", "reach", "jumping_jack", "kick")
 CHECK_FRAMES = 240
@@ -42,9 +46,6 @@ def model_card(name: str) -> dict:
 
 def check_sequences(body) -> list[tuple[str, object, object]]:
     """The fixed check set: (name, motion, observations) per :data:`CHECK_KINDS` kind."""
-    from rbmcap.markers.synth import Synthesizer
-    from rbmcap.motion.procedural import generate
-
     synth = Synthesizer(body, "rbm14", CHECK_REALISM)
     out = []
     for seed, kind in enumerate(CHECK_KINDS):
@@ -60,8 +61,6 @@ def check_accuracy(predictor) -> dict[str, float]:
     """MPJPE (mm, no alignment) of ``predictor``'s raw answer (not smoothed over time) on the
     check set: per sequence and ``mean`` (the mean over sequences). The predictor must be an
     rbm14 model on the stand-in body."""
-    from rbmcap.inference.capture import checkpoint_body
-
     body = checkpoint_body(predictor.body_id)
     result = {}
     for name, m, obs in check_sequences(body):
@@ -111,10 +110,6 @@ def pack_checkpoint(src: str | Path, name: str, card: dict, out_dir: str | Path 
     Returns:
         (checkpoint path, the card written).
     """
-    from rbmcap.atomic import write_text_atomic
-    from rbmcap.checkpoint import RUN_KEY, pack, read_checkpoint
-    from rbmcap.inference.predictor import Predictor
-
     full = read_checkpoint(src)
     card = {**card_from_run(full.get(RUN_KEY)), **{k: v for k, v in card.items() if v}}
     for key in ("command", "trained_on"):

@@ -22,6 +22,8 @@ import lightning as L
 import numpy as np
 import roma
 import torch
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
 
 from rbmcap.errors import ConfigError, first_line
 from rbmcap.metrics import global_orientation_error, joint_angle_error, mpjpe
@@ -227,9 +229,6 @@ class RegressorLitModule(L.LightningModule):
 def _instantiate(name: str, node: dict[str, Any], *args):
     """Call the partial the Hydra node ``node`` describes with ``args``; ConfigError (one line
     naming ``name``) when it cannot be built."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
     try:
         return instantiate(node, _partial_=True)(*args)
     except (InstantiationException, TypeError, ValueError) as exc:

@@ -11,14 +11,9 @@ import pytest
 from rbmcap.cli.main import main
 from rbmcap.errors import EXIT_MODEL, ModelError
 from rbmcap.inference import Predictor
-from rbmcap.inference.pretrained import (
-    check_accuracy,
-    model_card,
-    pretrained_dir,
-    pretrained_names,
-    resolve_checkpoint,
-)
+from rbmcap.inference.pretrained import check_accuracy, model_card
 from rbmcap.io.capture import Capture
+from rbmcap.paths import pretrained_dir, pretrained_names, resolve_checkpoint
 
 NAME = "standin-rbm14"
 

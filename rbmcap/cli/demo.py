@@ -112,7 +112,10 @@ def _run(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     summary: dict = {"quick": bool(args.quick), "budget": asdict(budget), "threads": DEMO_THREADS}
-    print(f"rbmcap demo on {DEMO_THREADS} torch thread (see `rbmcap demo --help`)")
+    print(
+        f"rbmcap demo on {DEMO_THREADS} torch thread: its batches are small, and a thread pool "
+        "would spin against other work on a busy machine"
+    )
     summary.update(_body_and_render(out))
     summary["skinning"] = _skinning(dict(budget.skinning))
     if args.pretrained:

@@ -24,11 +24,10 @@ each further sequence costs, whatever the number of sequences.
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -208,10 +207,10 @@ class HybridMethod(Method):
 
     With a budget (:class:`BudgetPlan`), :meth:`prepare` fixes its iterations from its own
     measured cost: a solve from the network's answer on the split's first
-    :data:`CALIBRATION_FRAMES` frames, recording every iteration up to twice the estimate at the
-    baseline's cost (:func:`hybrid_budget`; iterations from a good start cost less than the
-    baseline's first ones), gives the time per frame of each iteration count; the budget is the
-    largest count within the planned time. The timed solves then run that many iterations."""
+    :data:`CALIBRATION_FRAMES` frames to twice the estimate at the baseline's cost
+    (:func:`hybrid_budget`; iterations from a good start cost less than the baseline's first
+    ones) gives its time per frame against iterations; the budget is the most iterations within
+    the planned time. The timed solves then run that many iterations."""
 
     key = "hybrid"
     label = "hybrid (network + optimisation)"
@@ -244,24 +243,13 @@ class HybridMethod(Method):
         )
 
     def calibrate(self, split, planned_ms: float, most: int) -> int:
-        """The largest iteration count (at least 1, at most ``most``) whose time per frame,
-        network pass included, is within ``planned_ms`` on the split's first
-        :data:`CALIBRATION_FRAMES` frames."""
-        solver = copy.copy(self.solve.solver)
-        solver.config = replace(solver.config, record=tuple(range(most + 1)))
+        """The most iterations (at least 1, at most ``most``) whose time per frame, network pass
+        included, is within ``planned_ms``: a solve to ``most`` on the split's first
+        :data:`CALIBRATION_FRAMES` frames, its curve interpolated between its recorded counts
+        (the solver's own, so the timed solves stop at the same points and pay the same)."""
         records, frames = [], 0
         for seq in split:
-            pos, rot, valid = seq.observations
-            rot = rot if self.solve.orientations else None
-            sol = solver.solve(
-                pos,
-                rot,
-                valid,
-                fps=self.solve.fps,
-                init=self.start(seq),
-                iterations=most,
-                truth_joints=seq.joints,
-            )
+            sol = self.solve.solve(seq, init=self.start(seq), iterations=most)
             network_seconds = self.network.answers[seq.name][1]
             record = sol.record.to_dict()
             record["seconds"] = [s + network_seconds for s in record["seconds"]]
@@ -272,8 +260,16 @@ class HybridMethod(Method):
         curve = aggregate_records(records)
         if curve is None:
             return 1
-        fits = [it for it, ms in zip(curve.iterations, curve.ms_per_frame) if ms <= planned_ms]
-        return max([1, *fits])
+        iters = np.asarray(curve.iterations, dtype=float)
+        ms = np.maximum.accumulate(np.asarray(curve.ms_per_frame, dtype=float))
+        over = np.flatnonzero(ms > planned_ms)
+        if not len(over):
+            return max(1, most)
+        j = int(over[0])
+        if j == 0:
+            return 1
+        share = (planned_ms - ms[j - 1]) / max(ms[j] - ms[j - 1], 1e-12)
+        return max(1, int(iters[j - 1] + share * (iters[j] - iters[j - 1])))
 
     def run(self, seq: Sequence) -> tuple[SMPLParams, float]:
         iterations = self.budget or self.solve.iterations

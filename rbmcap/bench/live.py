@@ -21,9 +21,16 @@ import socket
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from rbmcap.markers.markerset import DEFAULT_MARKERS
+from rbmcap.bench.natnet_server import NatNetServer
+from rbmcap.io.capture import Capture
+from rbmcap.live.session import LiveOptions, LiveSession
+from rbmcap.live.sinks.vmc import VMCSink
+from rbmcap.live.sources.natnet import NatNetSource
+from rbmcap.live.subject import Subject
+from rbmcap.markers.markerset import DEFAULT_MARKERS, load_marker_set
 
 RATES = (120.0, 240.0, 360.0)
 SUBJECTS = (1, 4)
@@ -33,6 +40,7 @@ SUBJECT_NAMES = ("s1", "s2", "s3", "s4")
 def run(quick: bool = False, seconds: float | None = None) -> dict:
     """Every rate × subject count for ``seconds`` each (default 20; ``quick``: 2 s, 240 Hz and
     one subject only, the trace backend), waiting idle between frames, then hot."""
+    # Not at the top: the spawned server process imports this module, and needs no model code.
     from rbmcap.inference import Predictor
 
     seconds = seconds or (2.0 if quick else 20.0)
@@ -66,9 +74,7 @@ def run(quick: bool = False, seconds: float | None = None) -> dict:
 def _take(folder: Path, subjects: int) -> Path:
     """An rbm14 take of a procedural walk (10 s at 240 Hz), prefixed per subject when several,
     saved as a capture ``.npz`` for the server's process."""
-    from rbmcap.bench.infer import sample_observations
-    from rbmcap.io.capture import Capture
-    from rbmcap.markers.markerset import load_marker_set
+    from rbmcap.bench.infer import sample_observations  # model code: as for Predictor in run()
 
     obs, *_ = sample_observations(2400)
     names = list(load_marker_set(DEFAULT_MARKERS).names)
@@ -79,10 +85,6 @@ def _take(folder: Path, subjects: int) -> Path:
 
 
 def _prefixed(capture, subjects):
-    import numpy as np
-
-    from rbmcap.io.capture import Capture
-
     k = len(subjects)
     shift = np.concatenate([np.tile([[2.0 * i, 0, 0]], (capture.num_plates, 1)) for i in range(k)])
     valid = np.tile(capture.valid, (1, k))
@@ -99,11 +101,6 @@ def _prefixed(capture, subjects):
 def _measure(
     predictor, take: Path, rate: float, subjects: int, seconds: float, backend: str, hot: bool
 ):
-    from rbmcap.live.session import LiveOptions, LiveSession
-    from rbmcap.live.sinks.vmc import VMCSink
-    from rbmcap.live.sources.natnet import NatNetSource
-    from rbmcap.live.subject import Subject
-
     ctx = multiprocessing.get_context("spawn")
     ports, stop = ctx.Queue(), ctx.Event()
     server = ctx.Process(target=serve, args=(str(take), rate, ports, stop), daemon=True)
@@ -136,9 +133,6 @@ def _measure(
 def serve(take: str, rate: float, ports, stop) -> None:
     """The server process: stream ``take`` at ``rate`` until ``stop`` is set; its command port
     goes to ``ports``."""
-    from rbmcap.bench.natnet_server import NatNetServer
-    from rbmcap.io.capture import Capture
-
     server = NatNetServer(Capture.load(take), fps=rate).start()
     ports.put(server.command_port)
     try:

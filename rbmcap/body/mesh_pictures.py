@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
 
 VIEWS = {
     # name: (view direction toward the camera, screen-up), in the mesh's frame
@@ -44,8 +46,6 @@ def facing_faces(tri: np.ndarray, light: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def draw_mesh(ax, vertices: np.ndarray, faces: np.ndarray, view: str = "front", color=None):
     """Draw one mesh on a 2D matplotlib axis. ``vertices`` (V,3) metres, ``faces`` (F,3)."""
-    from matplotlib.collections import PolyCollection
-
     v = np.asarray(vertices, dtype=np.float64)
     screen = v @ np.stack(_camera(view), axis=1)  # (V, 3): right, up, toward the eye
     light = np.array([0.35, 0.5, 0.8])
@@ -66,8 +66,6 @@ def render_meshes(
 ) -> Path:
     """Render meshes side by side into a PNG; returns its path. Drawn on a figure of its own
     (no pyplot), so the caller's matplotlib backend and figures are left as they are."""
-    from matplotlib.figure import Figure
-
     n = len(meshes)
     views = list(views or ["front"] * n)
     fig = Figure(figsize=(size * n, size * 1.25))

@@ -90,8 +90,6 @@ class LiveStats:
 
     def summary(self) -> dict:
         """The counters and latency p50/p99/max (ms) as a JSON-ready dict."""
-        import numpy as np
-
         lat = np.asarray(self.latencies_ms, dtype=np.float64)
         pct = (lambda q: float(np.percentile(lat, q))) if len(lat) else (lambda q: None)
         keys = ("received", "processed", "dropped", "lost", "late", "restarts", "reconnects")

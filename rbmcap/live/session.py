@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rbmcap.errors import DataError, first_line
+from rbmcap.inference.capture import checkpoint_body
 from rbmcap.live.frames import LivePose, LiveStats, RigidBodyFrame
 from rbmcap.live.handoff import KeyedSlots
 from rbmcap.live.sinks.base import Sink, SubjectInfo
@@ -277,8 +278,6 @@ class LiveSession:
         self.source.ready()
 
     def _info(self, stream: SubjectStream, fps: float) -> SubjectInfo:
-        from rbmcap.inference.capture import checkpoint_body
-
         p = self.predictor
         if not hasattr(self, "_body"):
             self._body = checkpoint_body(p.body_id)

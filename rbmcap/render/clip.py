@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rbmcap.io.meshes import iter_vertices
 from rbmcap.motion.skeleton_animation import frame_indices
 from rbmcap.render.comparison import Comparison
 from rbmcap.render.figure import ComparisonFigure
@@ -78,8 +79,6 @@ def render_still(
 
 def posed_vertices(comparison: Comparison, frames) -> list[dict[int, np.ndarray]]:
     """Per panel, frame → (V, 3) posed vertices (metres, world frame) of ``frames``."""
-    from rbmcap.io.meshes import iter_vertices
-
     out = []
     for panel in comparison.panels:
         verts = {}

@@ -7,9 +7,14 @@ stand-in, or the model file it was loaded from), or the one given.
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from pathlib import Path
 
+from rbmcap.body import load_body_model
 from rbmcap.errors import DataError, ModelError
+from rbmcap.evaluation.saved import load_sequences, worst_sequence
+from rbmcap.motion.kinematics import standin_body
+from rbmcap.motion.smpl_motion import SMPLMotion
 from rbmcap.render.comparison import Comparison, comparison_from_motions, comparison_from_sequence
 
 
@@ -34,8 +39,6 @@ def load_comparison(
     folders = [str(p) for p in paths if p.is_dir()]
     if folders:
         raise DataError(f"{', '.join(folders)}: give one evaluation folder alone, or motion files")
-    from rbmcap.motion.smpl_motion import SMPLMotion
-
     motions = [SMPLMotion.load(p) for p in paths]
     return comparison_from_motions(motions, body_for("standin", motions[0].gender, body))
 
@@ -44,10 +47,6 @@ def pick_sequence(folder: Path, name: str | None):
     """The saved sequence ``name`` (an exact name or a glob matching one sequence) of an
     evaluation folder; by default the one where the network's MPJPE is largest (or the first,
     when the folder has no network scores)."""
-    from fnmatch import fnmatchcase
-
-    from rbmcap.evaluation.saved import load_sequences, worst_sequence
-
     saved = load_sequences(folder)  # DataError first when it is no evaluation folder
     if name is None:
         try:
@@ -65,9 +64,6 @@ def pick_sequence(folder: Path, name: str | None):
 def body_for(identity: str, gender: str, override: str | None = None):
     """The body model named by ``override`` (a path or 'standin'), or else by a body identity
     (``standin-v1/neutral``, ``smpl:/path/model.npz/male``) at ``gender``."""
-    from rbmcap.body import load_body_model
-    from rbmcap.motion.kinematics import standin_body
-
     if override is not None:
         return load_body_model(override, gender=gender)
     if identity.startswith("standin"):

@@ -10,7 +10,9 @@ import re
 from pathlib import Path
 
 from rbmcap.atomic import write_text_atomic
+from rbmcap.evaluation.saved import worst_sequence
 from rbmcap.render.clip import render_comparison
+from rbmcap.render.comparison import comparison_from_sequence
 from rbmcap.render.sources import body_for, pick_sequence
 
 SECTION = "## Worst sequence"
@@ -26,9 +28,6 @@ def render_worst(
     Returns:
         The clip's path.
     """
-    from rbmcap.evaluation.saved import worst_sequence
-    from rbmcap.render.comparison import comparison_from_sequence
-
     folder = Path(folder)
     name = worst_sequence(folder, method)
     seq = pick_sequence(folder, name)

@@ -85,7 +85,7 @@ def _write_mp4(images: Iterable[np.ndarray], path: Path, fps: float) -> None:
 
 def _ffmpeg():
     try:
-        import imageio_ffmpeg
+        import imageio_ffmpeg  # only for .mp4: its absence is one error line
     except ImportError as exc:
         raise ConfigError(
             "an .mp4 needs imageio-ffmpeg (pip install imageio-ffmpeg); or write a .gif"

@@ -17,14 +17,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rbmcap.errors import DataError, FormatError
-
-if TYPE_CHECKING:
-    from rbmcap.motion.smpl_motion import SMPLMotion
+from rbmcap.evaluation.saved import TRUTH, load_sequence, load_sequences, worst_sequence
+from rbmcap.io.capture import Capture
+from rbmcap.motion.smpl_motion import SMPLMotion
 
 METHOD_COLOURS = {
     "truth": (150, 150, 150),
@@ -137,13 +136,9 @@ def _read_input(path: Path, sequence: str | None, is_truth: bool):
         raise FormatError(f"{path}: no such file or folder")
     keys = _npz_keys(path)
     if "methods" in keys and "rbm_pos" in keys:
-        from rbmcap.evaluation.saved import load_sequence
-
         return _saved_layers(load_sequence(path))
     if {"names", "pos", "rot", "valid"} <= keys:
         return [], [_capture_layer(path)], None
-    from rbmcap.motion.smpl_motion import SMPLMotion
-
     motion = SMPLMotion.load(path)
     label = f"{path.stem} (truth)" if is_truth else path.stem
     # a motion file names no body: the stand-in in the motion's gender (or the viewer's --model)
@@ -162,8 +157,6 @@ def _npz_keys(path: Path) -> set[str]:
 def _eval_sequence(folder: Path, sequence: str | None):
     """The one saved sequence of an eval folder to view: ``sequence`` (a name or glob; the
     first match) or the sequence where the network did worst."""
-    from rbmcap.evaluation.saved import load_sequences, worst_sequence
-
     if sequence is None:
         try:
             sequence = worst_sequence(folder, "network")
@@ -174,8 +167,6 @@ def _eval_sequence(folder: Path, sequence: str | None):
 
 def _saved_layers(seq):
     """A saved evaluation sequence: one body layer per method (truth first) and its plates."""
-    from rbmcap.evaluation.saved import TRUTH
-
     bodies = [
         BodyLayer(key, label, seq.motion(key), seq.body, (0, 0, 0))
         for key, label in seq.labels.items()
@@ -189,8 +180,6 @@ def _saved_layers(seq):
 
 
 def _capture_layer(path: Path) -> PlateLayer:
-    from rbmcap.io.capture import Capture
-
     cap = Capture.load(path)
     names = tuple(cap.names)
     return PlateLayer(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rbmcap.errors import ConfigError
+from rbmcap.inference.capture import checkpoint_body
 from rbmcap.view.gui import ViewerPanel
 from rbmcap.view.layers import ViewContent
 from rbmcap.view.scene import ViewScene
@@ -23,7 +24,7 @@ INSTALL_HINT = "the viewer needs viser: pip install 'rbmcap[view]'"
 def import_viser():
     """The viser module; ConfigError naming the extra to install when it is missing."""
     try:
-        import viser
+        import viser  # optional extra: rbmcap[view]
     except ImportError as exc:
         raise ConfigError(f"{INSTALL_HINT} ({exc})") from None
     return viser
@@ -45,8 +46,6 @@ class Viewer:
 
 def skin_layers(content: ViewContent, model: str | None = None) -> dict[str, SkinnedMesh]:
     """Body key → skinned mesh, each on its layer's body (or ``model``); each body loaded once."""
-    from rbmcap.inference.capture import checkpoint_body
-
     bodies = {}
     out = {}
     for layer in content.bodies:

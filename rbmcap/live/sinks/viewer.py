@@ -25,9 +25,11 @@ from rbmcap.errors import ConfigError, DataError
 from rbmcap.live.frames import LivePose, LiveStats
 from rbmcap.live.sinks.base import SubjectInfo
 from rbmcap.live.sources.base import LOOPBACK
+from rbmcap.motion.smpl_motion import SMPLMotion
 from rbmcap.view.layers import METHOD_COLOURS, OTHER_COLOURS
 from rbmcap.view.plates import axis_segments
 from rbmcap.view.scene import MISSING_GREY, PLATE_AXIS_M
+from rbmcap.view.server import import_viser
 from rbmcap.view.skinning import SkinnedMesh, skin_motion, skinned_vertices
 
 READOUT_EVERY_S = 0.2
@@ -110,8 +112,6 @@ class ViewerSink:
         Raises:
             ConfigError: viser is not installed.
         """
-        from rbmcap.view.server import import_viser
-
         viser = import_viser()
         self.server = viser.ViserServer(host=self.host, port=self.port, verbose=False)
         self.port = self.server.get_port()
@@ -196,8 +196,6 @@ class ViewerSink:
 
     def _add_mesh(self, view: SubjectView, betas: np.ndarray) -> None:
         """(Re)build the subject's rest mesh for ``betas`` and add it (replacing the old one)."""
-        from rbmcap.motion.smpl_motion import SMPLMotion
-
         betas = np.asarray(betas, np.float32).copy()
         rest_pose = SMPLMotion(poses=np.zeros((1, 24, 3)), trans=np.zeros((1, 3)), betas=betas)
         rest = skin_motion(view.info.body, rest_pose)

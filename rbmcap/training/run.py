@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rbmcap.checkpoint import load_weights
@@ -39,8 +40,6 @@ def build_model(cfg: DictConfig, body, markers):
     plain data so checkpoints load safely), its ``model`` section completed with the facts of
     ``body`` and ``markers``. Nested ``_target_`` nodes (the optimiser, the schedule) stay data:
     the module instantiates them itself."""
-    from hydra.utils import instantiate
-
     factory = instantiate(cfg.module, _partial_=True, _recursive_=False, _convert_="all")
     return factory(model=regressor_config(body, markers, **factory.keywords["model"]).to_dict())
 
@@ -57,8 +56,6 @@ def build_datamodule(cfg: DictConfig) -> RBMDataModule:
     """The data module ``cfg.data`` describes (``_target_``): windows of the dataset at
     ``cfg.data.path``, made from ``cfg.data.generate`` (when set) by ``prepare_data`` if it does
     not exist."""
-    from hydra.utils import instantiate
-
     return instantiate(cfg.data, _convert_="all")
 
 

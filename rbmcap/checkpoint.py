@@ -152,7 +152,7 @@ def _check_hyper_parameters(hp: dict, path: Path) -> None:
     config = hp.get(MODEL_KEY)
     if not isinstance(config, dict):
         raise ModelError(f"{path}: the checkpoint's hyper-parameters lack {MODEL_KEY}")
-    names = set(RegressorConfig.keys())
+    names = set(RegressorConfig.field_names())
     missing, unknown = sorted(names - set(config)), sorted(set(config) - names)
     if missing or unknown:
         keys = ", ".join(f"{MODEL_KEY}.{k}" for k in missing or unknown)

@@ -83,20 +83,20 @@ class RegressorConfig:
             object.__setattr__(self, "fps", float(self.fps))
 
     @classmethod
-    def keys(cls) -> tuple[str, ...]:
+    def field_names(cls) -> tuple[str, ...]:
         """The names of the configuration's fields, in order."""
         return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RegressorConfig:
-        """The configuration ``data`` (a mapping holding exactly :meth:`keys`) describes;
+        """The configuration ``data`` (a mapping holding exactly :meth:`field_names`) describes;
         ConfigError names what is missing or unknown."""
-        checked_section("model", data, cls.keys())
+        checked_section("model", data, cls.field_names())
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
         """The configuration as plain data (a new dict of nested lists, dicts and scalars)."""
-        return {k: plain_data(getattr(self, k)) for k in self.keys()}
+        return {k: plain_data(getattr(self, k)) for k in self.field_names()}
 
 
 class PoseRegressor(torch.nn.Module):

@@ -9,9 +9,9 @@ import shutil
 import numpy as np
 import pytest
 
+from rbmcap.dataset.recipe import MotionRecipe, add_procedural_motions
 from rbmcap.errors import ConfigError
 from rbmcap.motion.procedural.library import generate_library, sample_betas
-from rbmcap.dataset.recipe import MotionRecipe, add_procedural_motions
 from rbmcap.training.data import RBMDataModule
 
 

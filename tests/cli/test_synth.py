@@ -1,4 +1,5 @@
-"""``rbmcap synth`` and ``rbmcap dataset info|merge|verify`` from the command line."""
+"""``rbmcap synth`` (and its Hydra twin ``rbmcap-synthesize``) and ``rbmcap dataset
+info|merge|verify`` from the command line."""
 
 from __future__ import annotations
 
@@ -183,9 +184,9 @@ def _hydra_options(tmp_path, overrides: list[str]):
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
+    from rbmcap.cli.synth import register_configs
     from rbmcap.config.packaged import HYDRA_CONFIG_MODULE
     from rbmcap.dataset import SynthOptions
-    from rbmcap.cli.synth import register_configs
 
     register_configs()
     with initialize_config_module(config_module=HYDRA_CONFIG_MODULE, version_base="1.3"):
@@ -278,8 +279,8 @@ def test_cli_and_hydra_options_agree_when_set(tmp_path):
 def test_a_bad_value_is_one_config_error_from_each_entry_point(
     field, cli_value, message, tmp_path, capsys
 ):
-    from rbmcap.dataset import SynthOptions
     from rbmcap.cli.synth import register_configs, synthesize
+    from rbmcap.dataset import SynthOptions
     from rbmcap.errors import ConfigError
 
     motions, out = tmp_path / "m", tmp_path / "out"

@@ -172,11 +172,41 @@ def _turn(item):
         yield  # closing the files releases the locks
 
 
-def pytest_sessionfinish(session, exitstatus):
-    """With ``RBMCAP_FUZZ_REPORT=FILE``, write the fuzz tests' counts per reader there."""
-    report = os.environ.get("RBMCAP_FUZZ_REPORT")
-    if report:
-        from helpers.fuzzing import STATS, write_report
+_FUZZ_PARTS = pytest.StashKey[list]()
+_FUZZ_TOTAL = pytest.StashKey[dict]()
 
-        if STATS:
-            write_report(report)
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """Under pytest-xdist, the first process keeps each worker's fuzz counts as it ends."""
+    part = getattr(node, "workeroutput", {}).get("fuzz")
+    if part:
+        node.config.stash.setdefault(_FUZZ_PARTS, []).append(part)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """With ``RBMCAP_FUZZ_REPORT=FILE``, write the fuzz tests' counts per reader there, summed
+    over pytest-xdist's workers (each hands its counts to the first process)."""
+    path = os.environ.get("RBMCAP_FUZZ_REPORT")
+    if not path:
+        return
+    from helpers.fuzzing import report, write_report
+
+    config = session.config
+    if hasattr(config, "workerinput"):
+        config.workeroutput["fuzz"] = report()
+        return
+    parts = [*config.stash.get(_FUZZ_PARTS, []), report()]
+    if any(parts):
+        config.stash[_FUZZ_TOTAL] = write_report(path, parts)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The fuzz counts written by :func:`pytest_sessionfinish`, one line per reader."""
+    data = config.stash.get(_FUZZ_TOTAL, None)
+    if data:
+        from helpers.fuzzing import table
+
+        terminalreporter.section(f"fuzz counts ({os.environ['RBMCAP_FUZZ_REPORT']})")
+        for line in table(data):
+            terminalreporter.write_line(line)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import roma
 import torch
-from helpers.fuzzing import COMMAND_EXAMPLES, SLOW_EXAMPLES, check_reader, fuzz_settings, mutated
+from helpers.fuzzing import COMMAND_EXAMPLES, check_reader, fuzz_settings, mutated
 from helpers.writers_c3d import cluster_names, cluster_points, write_c3d
 from helpers.writers_optitrack import write_optitrack
 from helpers.writers_vicon import (
@@ -277,6 +277,7 @@ def test_every_seed_is_accepted(fuzzdir):
 
 
 # ----------------------------------------------------------------------------- fuzz tests
+@pytest.mark.acceptance
 @pytest.mark.parametrize("name", [name for name in FUZZERS if name != "import-cli"])
 @fuzz_settings()
 @given(data=st.data())
@@ -284,18 +285,11 @@ def test_fuzz(name, fuzzdir, data):
     FUZZERS[name](name, fuzzdir, data)
 
 
+@pytest.mark.acceptance
 @fuzz_settings(COMMAND_EXAMPLES)
 @given(data=st.data())
 def test_fuzz_import_cli(fuzzdir, data):
     _fuzz_import_cli("import-cli", fuzzdir, data)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(FUZZERS))
-@fuzz_settings(SLOW_EXAMPLES)
-@given(data=st.data())
-def test_fuzz_slow(name, fuzzdir, data):
-    FUZZERS[name](name, fuzzdir, data)
 
 
 # ------------------------------------------------------------------------- regression tests

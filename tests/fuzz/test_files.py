@@ -106,16 +106,10 @@ def _fuzz_bvh(tmp_path: Path, data: bytes) -> None:
     check_reader("bvh", lambda: _read_bvh_fully(path))
 
 
+@pytest.mark.acceptance
 @fuzz_settings()
 @given(data=BVH_SEEDS.flatmap(mutated))
 def test_fuzz_bvh_reader(tmp_path, data):
-    _fuzz_bvh(tmp_path, data)
-
-
-@pytest.mark.slow
-@fuzz_settings(2000)
-@given(data=BVH_SEEDS.flatmap(mutated))
-def test_fuzz_bvh_reader_slow(tmp_path, data):
     _fuzz_bvh(tmp_path, data)
 
 
@@ -163,16 +157,10 @@ def test_the_cmu_seed_retargets(tmp_path, _standin_built):
     assert SMPLMotion.load(tmp_path / "out" / "clip.npz").num_frames > 0
 
 
+@pytest.mark.acceptance
 @fuzz_settings(COMMAND_EXAMPLES)
 @given(data=st.just(CMU_SEED).flatmap(mutated))
 def test_fuzz_bvh_retarget_cli(tmp_path, _standin_built, data):
-    _fuzz_retarget_cli(tmp_path, data)
-
-
-@pytest.mark.slow
-@fuzz_settings(2000)
-@given(data=st.just(CMU_SEED).flatmap(mutated))
-def test_fuzz_bvh_retarget_cli_slow(tmp_path, _standin_built, data):
     _fuzz_retarget_cli(tmp_path, data)
 
 
@@ -325,16 +313,10 @@ def _fuzz_checkpoint(tmp_path: Path, ckpt_seed, data) -> None:
     check_reader("checkpoint", lambda: _load_predictor(path))
 
 
+@pytest.mark.acceptance
 @fuzz_settings()
 @given(data=st.data())
 def test_fuzz_checkpoint_loading(tmp_path, ckpt_seed, data):
-    _fuzz_checkpoint(tmp_path, ckpt_seed, data)
-
-
-@pytest.mark.slow
-@fuzz_settings(2000)
-@given(data=st.data())
-def test_fuzz_checkpoint_loading_slow(tmp_path, ckpt_seed, data):
     _fuzz_checkpoint(tmp_path, ckpt_seed, data)
 
 

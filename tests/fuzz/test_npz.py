@@ -25,7 +25,6 @@ import pytest
 import roma
 import torch
 from helpers.fuzzing import (
-    SLOW_EXAMPLES,
     check_reader,
     fuzz_settings,
     mutated,
@@ -183,19 +182,12 @@ def test_every_seed_is_accepted(fuzzdir):
         (fuzzdir / "seed_poses.npz").write_bytes(seed(kind))
         _clean_motion(read_motion(fuzzdir / "seed_poses.npz"))
 
+@pytest.mark.acceptance
 
 @pytest.mark.parametrize("name", list(FUZZERS))
 @fuzz_settings()
 @given(data=st.data())
 def test_fuzz(name, fuzzdir, data):
-    FUZZERS[name](name, fuzzdir, data)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(FUZZERS))
-@fuzz_settings(SLOW_EXAMPLES)
-@given(data=st.data())
-def test_fuzz_slow(name, fuzzdir, data):
     FUZZERS[name](name, fuzzdir, data)
 
 

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from helpers.fuzzing import SLOW_EXAMPLES, check_reader, fuzz_settings, yaml_mutated
+from helpers.fuzzing import check_reader, fuzz_settings, yaml_mutated
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -129,10 +129,10 @@ def _marker_seeds(tmp: Path) -> list[tuple[str, bytes]]:
     ]
 
 
-def _run_markerset(tmp_path, standin, examples):
+def _run_markerset(tmp_path, standin):
     seeds = _marker_seeds(tmp_path)
 
-    @fuzz_settings(examples)
+    @fuzz_settings()
     @given(data=st.data())
     def run(data):
         name, seed = data.draw(st.sampled_from(seeds))
@@ -146,8 +146,8 @@ def _run_markerset(tmp_path, standin, examples):
     run()
 
 
-def _run_simple(tmp_path, examples, stat, seeds, read):
-    @fuzz_settings(examples)
+def _run_simple(tmp_path, stat, seeds, read):
+    @fuzz_settings()
     @given(data=st.data())
     def run(data):
         seed = data.draw(st.sampled_from(seeds))
@@ -170,26 +170,16 @@ FUZZED = {
 
 
 # -------------------------------------------------------------------------------- fuzz tests
+@pytest.mark.acceptance
 def test_fuzz_markerset_yaml(tmp_path, standin):
-    _run_markerset(tmp_path, standin, None)
+    _run_markerset(tmp_path, standin)
 
 
+@pytest.mark.acceptance
 @pytest.mark.parametrize("name", FUZZED)
 def test_fuzz(tmp_path, name):
     seeds, read = FUZZED[name]
-    _run_simple(tmp_path, None, name, seeds(tmp_path), read)
-
-
-@pytest.mark.slow
-def test_fuzz_markerset_yaml_slow(tmp_path, standin):
-    _run_markerset(tmp_path, standin, SLOW_EXAMPLES)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", FUZZED)
-def test_fuzz_slow(tmp_path, name):
-    seeds, read = FUZZED[name]
-    _run_simple(tmp_path, SLOW_EXAMPLES, name, seeds(tmp_path), read)
+    _run_simple(tmp_path, name, seeds(tmp_path), read)
 
 
 def test_the_seeds_are_accepted(tmp_path, standin):

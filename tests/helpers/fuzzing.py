@@ -16,9 +16,9 @@ hangs, partial outputs) are kept in :data:`STATS`; with ``RBMCAP_FUZZ_REPORT=FIL
 written there as JSON when the session ends (``tests/conftest.py``), which is where the table of
 ``docs/reliability.md`` comes from.
 
-Examples per reader: :func:`fuzz_settings` gives 200 in the default run (``FUZZ_EXAMPLES`` in
-the environment overrides it), 50 for a whole command (:data:`COMMAND_EXAMPLES`); the ``slow``
-variants run 2,000.
+Examples per reader: :func:`fuzz_settings` gives 200 in the default run, 50 for a whole command
+(:data:`COMMAND_EXAMPLES`), and 2,000 for each in an acceptance run (``RBMCAP_ACCEPTANCE=1``,
+:mod:`helpers.acceptance`); ``FUZZ_EXAMPLES`` in the environment overrides both.
 """
 
 from __future__ import annotations
@@ -35,16 +35,18 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from helpers.acceptance import length
 from rbmcap.errors import RBMCapError
 
 TIME_LIMIT_S = 10.0
 """Wall-clock bound per input; far above any reader's time on these small files (milliseconds)."""
 
-DEFAULT_EXAMPLES = 200
-SLOW_EXAMPLES = 2000
-COMMAND_EXAMPLES = 50
-"""Default-run inputs for a whole command (import, from-bvh: a reader plus its writer and the
-retargeting, up to 0.5 s each); its reader gets DEFAULT_EXAMPLES on its own, the slow run 2,000."""
+DEFAULT_EXAMPLES = length(200, 2000)
+"""Inputs per reader: 200 in the default run, 2,000 in an acceptance run."""
+COMMAND_EXAMPLES = length(50, 2000)
+"""Inputs for a whole command (import, from-bvh: a reader plus its writer and the retargeting, up
+to 0.5 s each): 50 in the default run (its reader gets DEFAULT_EXAMPLES on its own), 2,000 in an
+acceptance run."""
 
 STATS: dict[str, dict[str, int]] = defaultdict(
     lambda: {"tried": 0, "accepted": 0, "refused": 0, "uncaught": 0, "hangs": 0, "partial": 0}
@@ -52,10 +54,11 @@ STATS: dict[str, dict[str, int]] = defaultdict(
 FAILURES: dict[str, list[str]] = defaultdict(list)
 
 
-def fuzz_settings(examples: int | None = None) -> settings:
-    """hypothesis settings for one reader's fuzz test: ``examples`` inputs (default: 200, or
-    ``FUZZ_EXAMPLES`` from the environment), no deadline (:func:`check_reader` bounds time)."""
-    count = examples or int(os.environ.get("FUZZ_EXAMPLES", DEFAULT_EXAMPLES))
+def fuzz_settings(examples: int = DEFAULT_EXAMPLES) -> settings:
+    """hypothesis settings for one reader's fuzz test: ``examples`` inputs (``FUZZ_EXAMPLES``
+    from the environment instead, where set), no deadline (:func:`check_reader` bounds time).
+    The rest (``derandomize`` in CI) comes from the loaded profile (``tests/conftest.py``)."""
+    count = int(os.environ.get("FUZZ_EXAMPLES", examples))
     return settings(
         max_examples=count,
         deadline=None,
@@ -132,12 +135,41 @@ def check_reader(
     return outcome
 
 
-def write_report(path: str | os.PathLike) -> None:
-    """Write :data:`STATS` (and the first failure of each reader, if any) as JSON."""
+def report() -> dict[str, dict]:
+    """{reader: counts} of this process (:data:`STATS`), with the first failure of each reader
+    that had one (``first_failure``)."""
     data = {k: dict(v) for k, v in sorted(STATS.items())}
     for k, fails in FAILURES.items():
         data.setdefault(k, {})["first_failure"] = fails[0][-2000:]
+    return data
+
+
+def write_report(path: str | os.PathLike, parts: Iterable[dict[str, dict]]) -> dict[str, dict]:
+    """Write the sum of several :func:`report` results (one per pytest-xdist worker) as JSON;
+    returns it."""
+    total: dict[str, dict] = {}
+    for part in parts:
+        for reader, counts in part.items():
+            into = total.setdefault(reader, {})
+            for key, value in counts.items():
+                if isinstance(value, int):
+                    into[key] = into.get(key, 0) + value
+                else:
+                    into.setdefault(key, value)
+    data = dict(sorted(total.items()))
     Path(path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return data
+
+
+COUNTS = ("tried", "accepted", "refused", "uncaught", "hangs", "partial")
+
+
+def table(data: dict[str, dict]) -> list[str]:
+    """One line per reader of a :func:`write_report` result: its name and counts."""
+    return [
+        f"{reader:22s} " + "  ".join(f"{k} {counts.get(k, 0)}" for k in COUNTS)
+        for reader, counts in data.items()
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

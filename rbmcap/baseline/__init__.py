@@ -13,7 +13,8 @@ Where each part lives:
   joins the windows into a :class:`Solution`.
 - ``window.py``: one window's optimisation: the scaled unknowns, the objective's closure, the
   loop to each recorded iteration count, and its records and snapshots (NamedTuples).
-- ``optimisers.py``: one small strategy per optimiser (L-BFGS, Adam) and the early-stopping rule.
+- ``optimisers.py``: one small strategy per optimiser (L-BFGS, Adam), their settings
+  (:class:`OptimiserConfig`) and the early-stopping rule.
 - ``objective.py``: the objective term by term; ``scaling.py``: the unknowns' preconditioning.
 - ``init.py``: the start read off the plates; ``prior.py``: the Gaussian-mixture pose prior.
 - ``result.py``: :class:`Solution` (its answer an :class:`rbmcap.body.params.SMPLParams`) and
@@ -23,13 +24,13 @@ Where each part lives:
 """
 
 from rbmcap.baseline.config import (
-    OptimiserConfig,
     ScheduleConfig,
     SolverConfig,
     WeightsConfig,
     available_configs,
     load_solver_config,
 )
+from rbmcap.baseline.optimisers import OptimiserConfig
 from rbmcap.baseline.prior import (
     GaussianMixturePrior,
     default_pose_prior,

@@ -2,7 +2,8 @@
 what each value is.
 
 One source of truth: ``rbmcap/conf/baseline/default.yaml`` holds every default (how its scales
-were chosen: docs/history.md#how-the-settings-were-chosen); the dataclasses below have no
+were chosen: docs/history.md#how-the-settings-were-chosen); the dataclasses below, and
+:class:`~rbmcap.baseline.optimisers.OptimiserConfig` beside the optimisers it sets, have no
 defaults. Every other configuration
 (``hybrid``, ``points``, or a user's own YAML path) starts with ``defaults: [default, _self_]``
 and sets only what it changes; ``overrides`` (nested or dotted keys) come last. Loading goes
@@ -20,40 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rbmcap.baseline.optimisers import STEPPERS
+from rbmcap.baseline.optimisers import STEPPERS, OptimiserConfig
 from rbmcap.config.compose import ConfigValueError, build_config, load_config
 from rbmcap.config.packaged import conf_names
 
 OPTIMISERS = tuple(STEPPERS)
 INITS = ("kinematic", "rest")
 DTYPES = ("float32", "float64")
-
-
-@dataclass(frozen=True)
-class OptimiserConfig:
-    """How to minimise.
-
-    Attributes:
-        name: 'lbfgs' (torch's L-BFGS with strong-Wolfe line search) or 'adam'.
-        iterations: optimiser iterations per window (an L-BFGS iteration is one direction and
-            its line search, usually 1–2 objective evaluations; an Adam iteration is one).
-        lr: step size (L-BFGS: initial step of each line search, 1 is natural; Adam: radians
-            and metres per step).
-        history: L-BFGS memory (pairs of vectors).
-        tolerance: stop a window early when an iteration lowers the objective by less than this
-            fraction of its value (0: always run all iterations, for predictable timing).
-        precondition: optimise every unknown divided by its scale 1/√curvature
-            (:mod:`rbmcap.baseline.scaling`), so L-BFGS's scaled-identity Hessian guess fits
-            all of them; off, the stiff translation and the soft toes and fingers slow it down.
-            L-BFGS only: Adam already scales each unknown by its own gradient history.
-    """
-
-    name: str
-    iterations: int
-    lr: float
-    history: int
-    tolerance: float
-    precondition: bool
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,39 @@ naming it in :data:`STEPPERS` (the configuration accepts exactly these names).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
 import torch
 
-if TYPE_CHECKING:
-    from rbmcap.baseline.config import OptimiserConfig
-
 Closure = Callable[[], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class OptimiserConfig:
+    """How to minimise.
+
+    Attributes:
+        name: 'lbfgs' (torch's L-BFGS with strong-Wolfe line search) or 'adam'.
+        iterations: optimiser iterations per window (an L-BFGS iteration is one direction and
+            its line search, usually 1–2 objective evaluations; an Adam iteration is one).
+        lr: step size (L-BFGS: initial step of each line search, 1 is natural; Adam: radians
+            and metres per step).
+        history: L-BFGS memory (pairs of vectors).
+        tolerance: stop a window early when an iteration lowers the objective by less than this
+            fraction of its value (0: always run all iterations, for predictable timing).
+        precondition: optimise every unknown divided by its scale 1/√curvature
+            (:mod:`rbmcap.baseline.scaling`), so L-BFGS's scaled-identity Hessian guess fits
+            all of them; off, the stiff translation and the soft toes and fingers slow it down.
+            L-BFGS only: Adam already scales each unknown by its own gradient history.
+    """
+
+    name: str
+    iterations: int
+    lr: float
+    history: int
+    tolerance: float
+    precondition: bool
 
 
 class Steps(NamedTuple):

@@ -33,6 +33,8 @@ from scipy.cluster.vq import kmeans2
 from torch.distributions import MultivariateNormal
 
 from rbmcap.errors import ConfigError, DataError, FormatError
+from rbmcap.motion.amass import discover, iter_motions
+from rbmcap.paths import pretrained_dir
 
 FORMAT_VERSION = 1
 PRIOR_JOINTS: tuple[int, ...] = tuple(range(1, 24))
@@ -214,8 +216,6 @@ def default_pose_prior(dtype: torch.dtype = torch.float32) -> GaussianMixturePri
     Raises:
         FormatError: the file is missing from the installation or unreadable.
     """
-    from rbmcap.paths import pretrained_dir
-
     return load_pose_prior(pretrained_dir() / DEFAULT_PRIOR_FILE, dtype=dtype)
 
 
@@ -239,8 +239,6 @@ def motion_poses(
     Raises:
         DataError: no motion found.
     """
-    from rbmcap.motion.amass import discover, iter_motions
-
     folders = [folders] if isinstance(folders, str | Path) else list(folders)
     chunks: list[np.ndarray] = []
     count = 0

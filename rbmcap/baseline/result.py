@@ -2,8 +2,8 @@
 
 Public API (what evaluation and inference rely on): ``Solution.params``, ``Solution.at(it) ->
 (SMPLParams, seconds)``, ``Solution.record`` (a :class:`ConvergenceRecord`), ``Solution.seconds``,
-``Solution.ms_per_frame``, ``Solution.summary()``; ``poses``/``betas``/``trans`` and
-``as_prediction()`` read through to ``params``.
+``Solution.ms_per_frame``, ``Solution.summary()``; ``poses``/``betas``/``trans`` read through
+to ``params``.
 """
 
 from __future__ import annotations
@@ -134,11 +134,6 @@ class Solution:
     @property
     def ms_per_frame(self) -> float:
         return 1e3 * self.seconds / max(self.frames, 1)
-
-    def as_prediction(self) -> dict[str, torch.Tensor]:
-        """``params.as_dict()``: the ``poses``/``betas``/``trans`` mapping (kept for callers
-        written before :class:`SMPLParams`)."""
-        return self.params.as_dict()
 
     def at(self, iterations: int) -> tuple[SMPLParams, float]:
         """The answer a solve stopped at ``iterations`` (a recorded count) returns, and the

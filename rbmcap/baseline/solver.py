@@ -135,27 +135,6 @@ class Solver:
             pos_t, rot_t, valid_t, float(fps), given, truth, checkpoints, snapshots, hold_betas
         )
 
-    def solve_sequence(
-        self,
-        sequence: Mapping,
-        *,
-        fps: float = 60.0,
-        init: SMPLParams | Mapping | None = None,
-        iterations: int | None = None,
-        use_truth: bool = True,
-    ) -> Solution:
-        """Fit a sequence as :meth:`rbmcap.dataset.RBMDataset.sequence` returns it (``rbm_pos``,
-        ``rbm_rot``, ``rbm_valid``; ``joints`` as the truth for the record if ``use_truth``)."""
-        return self.solve(
-            sequence["rbm_pos"],
-            sequence.get("rbm_rot"),
-            sequence.get("rbm_valid"),
-            fps=fps,
-            init=init,
-            truth_joints=sequence.get("joints") if use_truth else None,
-            iterations=iterations,
-        )
-
     # ------------------------------------------------------------------------------ stages
     def _solve_windows(
         self, pos, rot, valid, fps, given, truth, checkpoints, keep, hold_betas=False

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, NamedTuple
 import roma
 import torch
 
-from rbmcap.baseline.config import OptimiserConfig, WeightsConfig
+from rbmcap.baseline.config import WeightsConfig
 from rbmcap.baseline.objective import (
     WindowObservations,
     compose_rotmats,
     objective_terms,
     predict_markers,
 )
-from rbmcap.baseline.optimisers import StopRule, make_stepper
+from rbmcap.baseline.optimisers import OptimiserConfig, StopRule, make_stepper
 from rbmcap.baseline.prior import GaussianMixturePrior
 from rbmcap.markers.plates import PlateTopology
 

@@ -18,7 +18,12 @@ import time
 import numpy as np
 import torch
 
+from rbmcap.baseline import Solver, fit_pose_prior, load_solver_config
+from rbmcap.bench.infer import network_predictor
+from rbmcap.body import load_body_model
 from rbmcap.markers.markerset import DEFAULT_MARKERS
+from rbmcap.markers.synth import Synthesizer
+from rbmcap.motion.procedural.library import generate
 
 FRAMES, QUICK_FRAMES = 240, 30
 QUICK_ITERATIONS = 10
@@ -31,8 +36,6 @@ def run(quick: bool = False, device: str = "cpu") -> dict:
     the MPJPE curve converged), ``network_ms_per_frame``, ``solver_to_network_time_ratio``,
     ``curve`` and the set-up (model, markers, frames, optimiser, iterations, evaluations).
     """
-    from rbmcap.baseline import Solver, load_solver_config
-
     body, motion, obs, prior = _sequence_and_prior(quick)
     config = load_solver_config("default")
     iterations = QUICK_ITERATIONS if quick else config.optimiser.iterations
@@ -81,11 +84,6 @@ def run(quick: bool = False, device: str = "cpu") -> dict:
 def _sequence_and_prior(quick: bool):
     """The stand-in body, the walk, its noise-free rbm14 observations (first frames) and the
     pose prior fitted on other motions."""
-    from rbmcap.baseline import fit_pose_prior
-    from rbmcap.body import load_body_model
-    from rbmcap.markers.synth import Synthesizer
-    from rbmcap.motion.procedural.library import generate
-
     body = load_body_model("standin")
     frames = QUICK_FRAMES if quick else FRAMES
     motion = generate("walk", seed=0, body=body)
@@ -99,8 +97,6 @@ def _sequence_and_prior(quick: bool):
 def _network_ms_per_frame(obs, repeats: int) -> float:
     """The default network on the same frames, in the same process (weights do not change the
     cost): best of ``repeats`` whole-sequence predictions after a warm-up, ms per frame."""
-    from rbmcap.bench.infer import network_predictor
-
     predictor = network_predictor()
     predictor.predict(obs.pos, obs.rot, obs.valid)  # warm-up
     seconds = min(

@@ -20,8 +20,17 @@ import time
 
 import numpy as np
 import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
-from rbmcap.markers.markerset import DEFAULT_MARKERS
+from rbmcap.body import load_body_model
+from rbmcap.config.packaged import conf_dir
+from rbmcap.inference import Predictor
+from rbmcap.markers.markerset import DEFAULT_MARKERS, load_marker_set
+from rbmcap.markers.synth import Synthesizer
+from rbmcap.model.body_facts import regressor_config
+from rbmcap.model.regressor import PoseRegressor
+from rbmcap.motion.procedural.library import generate
 
 STREAM_CHECKPOINT = "standin-rbm14-stream"
 """The causal model timed unless a checkpoint is given."""
@@ -32,18 +41,8 @@ STREAM_EXPERIMENT = "standin_rbm14_stream"
 def network_predictor(ckpt: str | None = None, overrides: tuple[str, ...] = ()):
     """A :class:`Predictor` for ``ckpt``, or for the training configuration composed with these
     Hydra ``overrides`` (e.g. ``("experiment=standin_rbm14_stream",)``), untrained."""
-    from rbmcap.inference import Predictor
-
     if ckpt:
         return Predictor.from_checkpoint(ckpt)
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from rbmcap.body import load_body_model
-    from rbmcap.config.packaged import conf_dir
-    from rbmcap.markers.markerset import load_marker_set
-    from rbmcap.model.body_facts import regressor_config
-    from rbmcap.model.regressor import PoseRegressor
 
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose("train", overrides=list(overrides))
@@ -55,10 +54,6 @@ def network_predictor(ckpt: str | None = None, overrides: tuple[str, ...] = ()):
 
 def sample_observations(frames: int, seed: int = 0):
     """Realistic rbm14 observations of a procedural walk on the stand-in, ``frames`` long."""
-    from rbmcap.body import load_body_model
-    from rbmcap.markers.synth import Synthesizer
-    from rbmcap.motion.procedural.library import generate
-
     body = load_body_model("standin")
     motion = generate("walk", seed=seed, body=body)
     reps = int(np.ceil(frames / motion.num_frames))

@@ -22,13 +22,14 @@ import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
 
+from rbmcap.body import load_body_model
 from rbmcap.config.packaged import conf_dir
+from rbmcap.markers.synth import Synthesizer
+from rbmcap.motion.procedural.library import generate
+from rbmcap.training.run import build_model, configured_markers
 
 
 def _batch(body, markers, batch: int, window: int) -> dict[str, torch.Tensor]:
-    from rbmcap.markers.synth import Synthesizer
-    from rbmcap.motion.procedural.library import generate
-
     motion = generate("walk", seed=0, body=body)
     frames = batch * window
     reps = int(np.ceil(frames / len(motion.poses)))
@@ -58,9 +59,6 @@ def run(
 ) -> dict:
     """Long because it composes the configuration, builds and times three kinds of step and
     the optional batch sizes, and assembles the report in one place."""
-    from rbmcap.body import load_body_model
-    from rbmcap.training.run import build_model, configured_markers
-
     overrides = [f"experiment={experiment}"] if experiment else []
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose("train", overrides=overrides)

@@ -9,6 +9,7 @@ import torch
 
 from rbmcap.body.files import GENDERS, locate_model_file, read_model_arrays
 from rbmcap.body.model import BodyModel
+from rbmcap.body.standin.build import STANDIN_VERSION, write_standin
 from rbmcap.errors import ModelError
 from rbmcap.paths import cache_dir
 
@@ -17,8 +18,6 @@ STANDIN = "standin"
 
 def standin_path(gender: str = "neutral") -> Path:
     """Path of the cached stand-in model file for ``gender``, building it if missing."""
-    from rbmcap.body.standin.build import STANDIN_VERSION, write_standin
-
     if gender not in GENDERS:
         raise ModelError(f"unknown gender {gender!r}; expected one of {', '.join(GENDERS)}")
     folder = cache_dir() / f"standin-v{STANDIN_VERSION}"
@@ -47,8 +46,6 @@ def load_body_model(
         device, dtype: where and in which precision the model's buffers live.
     """
     if str(spec) == STANDIN:
-        from rbmcap.body.standin.build import STANDIN_VERSION
-
         path = standin_path(gender)
         source, identity = STANDIN, f"standin-v{STANDIN_VERSION}/{gender}"
     else:

@@ -9,13 +9,16 @@ from functools import partial
 from multiprocessing import get_context
 from typing import Any
 
+import torch
+
+from rbmcap.body.load import load_body_model
+from rbmcap.errors import ConfigError
+
 _WORKER: dict[str, Any] = {}
 
 
 def check_workers(workers: int) -> int:
     """``workers`` as an int; a ConfigError unless it is at least 1 (call before writing)."""
-    from rbmcap.errors import ConfigError
-
     if int(workers) < 1:
         raise ConfigError(f"workers={workers}: need at least 1")
     return int(workers)
@@ -45,10 +48,6 @@ def map_with_body(
 
 
 def _init(body_spec: str, gender: str, threads: int) -> None:
-    import torch
-
-    from rbmcap.body.load import load_body_model
-
     torch.set_num_threads(threads)
     _WORKER["body"] = load_body_model(body_spec, gender=gender)
 

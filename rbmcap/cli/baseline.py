@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rbmcap.baseline.prior import fit_pose_prior, motion_poses
+from rbmcap.dataset import RBMDataset
 from rbmcap.errors import DataError
 
 
@@ -51,14 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _fit_prior(args: argparse.Namespace) -> int:
-    from rbmcap.baseline.prior import fit_pose_prior, motion_poses
-
     if args.motions:
         poses, count = motion_poses(args.motions, args.split)
         where = f"{count} motions"
     else:
-        from rbmcap.dataset import RBMDataset
-
         poses = RBMDataset(args.data, args.split).arrays["poses"]
         where = f"{args.data}"
     if len(poses) == 0:

@@ -5,6 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import torch
+
+from rbmcap.body import convert_model, load_body_model
+from rbmcap.body.poses import stride_pose
+from rbmcap.body.standin.build import write_standin
 from rbmcap.cli.output import print_mapping
 from rbmcap.errors import ConfigError
 
@@ -37,8 +42,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _build(args) -> int:
-    from rbmcap.body.standin.build import write_standin
-
     genders = ("neutral", "male", "female") if args.gender == "all" else (args.gender,)
     for path in write_standin(args.out, genders):
         print(path)
@@ -46,15 +49,11 @@ def _build(args) -> int:
 
 
 def _convert(args) -> int:
-    from rbmcap.body import convert_model
-
     print(convert_model(args.model, args.out))
     return 0
 
 
 def _info(args) -> int:
-    from rbmcap.body import load_body_model
-
     body = load_body_model(args.model, gender=args.gender)
     info = {
         "kind": body.kind,
@@ -70,11 +69,8 @@ def _info(args) -> int:
 
 
 def _render(args) -> int:
-    import torch
-
-    from rbmcap.body import load_body_model
+    # start-up: matplotlib would add about 0.6 s to every rbmcap command (docs/cli.md)
     from rbmcap.body.mesh_pictures import render_meshes
-    from rbmcap.body.poses import stride_pose
 
     if args.out.suffix.lower() != ".png":
         raise ConfigError(f"{args.out}: output must be a .png file")

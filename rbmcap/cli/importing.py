@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
+
+from rbmcap.io.formats import FORMATS, ROTATIONS
+from rbmcap.io.importer import ImportOptions, import_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from rbmcap.io.formats import FORMATS, ROTATIONS
-
     p = sub.add_parser(
         "import",
         help="import a Vicon/OptiTrack/C3D export as a capture file",
@@ -44,10 +46,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from rbmcap.io.importer import ImportOptions, import_file
-
     given = {
         "format": args.format,
         "rotation": args.rotation,

@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import pkgutil
 import signal
 import sys
 import threading
 from types import FrameType
 
+import rbmcap.cli
 from rbmcap.errors import EXIT_INTERRUPTED, USER_ERRORS, user_error
 
 AREAS = ("body", "motion", "synth", "dataset", "baseline", "eval", "bench", "demo")
@@ -27,10 +29,6 @@ AREAS = ("body", "motion", "synth", "dataset", "baseline", "eval", "bench", "dem
 
 def command_modules() -> list[str]:
     """Names of the modules under ``rbmcap.cli`` that register sub-commands, in help order."""
-    import pkgutil
-
-    import rbmcap.cli
-
     found = {m.name for m in pkgutil.iter_modules(rbmcap.cli.__path__)} - {"main", "__init__"}
     return [a for a in AREAS if a in found] + sorted(found - set(AREAS))
 

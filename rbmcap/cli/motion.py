@@ -15,6 +15,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+
+from rbmcap.body import load_body_model
+from rbmcap.errors import ConfigError, DataError
+from rbmcap.motion.folder import build_motion_folder
+from rbmcap.motion.procedural import generate_library
+from rbmcap.motion.quality import motion_info
+from rbmcap.motion.retarget import bvh_to_motion
+from rbmcap.motion.rigs import UnknownRigError, write_template
+from rbmcap.motion.smpl_motion import read_motion
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -118,18 +128,11 @@ def _add_from_bvh(cmds: argparse._SubParsersAction) -> None:
 def _body(spec: str | None, gender: str = "neutral"):
     if spec is None:
         return None
-    from rbmcap.body import load_body_model
 
     return load_body_model(spec, gender=gender)
 
 
 def _from_bvh(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from rbmcap.errors import DataError
-    from rbmcap.motion.retarget import bvh_to_motion
-    from rbmcap.motion.rigs import UnknownRigError, write_template
-
     try:
         if Path(args.file).is_dir():
             return _from_bvh_folder(args)
@@ -150,9 +153,6 @@ def _from_bvh(args: argparse.Namespace) -> int:
 
 
 def _from_bvh_folder(args: argparse.Namespace) -> int:
-    from rbmcap.errors import ConfigError
-    from rbmcap.motion.folder import build_motion_folder
-
     splits = {}
     for item in args.split:
         subject, sep, split = item.partition("=")
@@ -182,8 +182,6 @@ def _from_bvh_folder(args: argparse.Namespace) -> int:
 
 
 def _procedural(args: argparse.Namespace) -> int:
-    from rbmcap.motion.procedural import generate_library
-
     def progress(i: int, n: int, path) -> None:
         if not args.quiet:
             print(f"[{i + 1}/{n}] {path}", file=sys.stderr)
@@ -205,9 +203,6 @@ def _procedural(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from rbmcap.motion.amass import read_motion
-    from rbmcap.motion.quality import motion_info
-
     motion = read_motion(args.file)
     info = motion_info(motion, body=_body(args.model, motion.gender))
     if args.json:
@@ -223,7 +218,7 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from rbmcap.motion.amass import read_motion
+    # start-up: matplotlib would add about 0.6 s to every rbmcap command (docs/cli.md)
     from rbmcap.motion.skeleton_animation import render_motion
 
     motion = read_motion(args.file)

@@ -11,12 +11,13 @@ Every option is a field of :class:`rbmcap.render.RenderOptions` and defaults to 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
+
+from rbmcap.render.render_options import RenderOptions, defaults
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from rbmcap.render.render_options import defaults
-
     d = defaults()
     p = sub.add_parser(
         "render",
@@ -40,9 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args) -> int:
-    import dataclasses
-
-    from rbmcap.render import RenderOptions, render
+    # start-up: matplotlib would add about 0.6 s to every rbmcap command (docs/cli.md)
+    from rbmcap.render.clip import render
 
     fields = [f.name for f in dataclasses.fields(RenderOptions)]
     path = render(RenderOptions(**{name: getattr(args, name) for name in fields}))

@@ -7,6 +7,11 @@ from __future__ import annotations
 import argparse
 import time
 
+from rbmcap.errors import ConfigError
+from rbmcap.view.layers import load_view
+from rbmcap.view.recording import recording_paths, save_recording
+from rbmcap.view.server import import_viser, open_in_browser, start_viewer
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -48,11 +53,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _view(args: argparse.Namespace) -> int:
-    from rbmcap.errors import ConfigError
-    from rbmcap.view.layers import load_view
-    from rbmcap.view.recording import recording_paths, save_recording
-    from rbmcap.view.server import import_viser, open_in_browser, start_viewer
-
     if args.no_serve and not args.save:
         raise ConfigError("--no-serve only makes sense with --save")
     if args.save:

@@ -20,8 +20,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from rbmcap.dataset.npyio import atomic_write_text, canonical_json, read_json
 from rbmcap.errors import FormatError
 
@@ -80,12 +78,6 @@ def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -
         elif va != vb:
             out.append(f"{prefix}{key}")
     return out
-
-
-def rows_checksum_update(h, arrays: dict[str, np.ndarray]) -> None:
-    """Feed one block of a sequence's rows, array by array, into a running hash."""
-    for name in ARRAY_DTYPES:
-        h.update(np.ascontiguousarray(arrays[name]).tobytes())
 
 
 @dataclass

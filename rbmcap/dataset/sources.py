@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rbmcap.dataset.manifest import sequence_order
-from rbmcap.motion.amass import SPLITS, discover, read_motion
-from rbmcap.motion.smpl_motion import SMPLMotion
+from rbmcap.motion.amass import SPLITS, discover
+from rbmcap.motion.smpl_motion import SMPLMotion, read_motion
 
 
 @dataclass(frozen=True)

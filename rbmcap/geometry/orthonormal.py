@@ -35,20 +35,6 @@ _MAX_TOLERANCE = 0.1
 written with rounding."""
 
 
-def singular_deviation(mats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Largest deviation of a singular value from 1, and the determinant, of each matrix.
-
-    Args:
-        mats: (..., 3, 3) finite matrices.
-
-    Returns:
-        ``max_i |σ_i − 1|`` (...) and ``det`` (...), float64.
-    """
-    m = np.asarray(mats, dtype=np.float64)
-    x = np.moveaxis(m.reshape(*m.shape[:-2], 9), -1, 0)
-    return _exact_deviation(_gram(x)), _det(x)
-
-
 def orthonormalize(
     mats: np.ndarray,
     valid: np.ndarray | None = None,

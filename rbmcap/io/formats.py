@@ -13,23 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
-from rbmcap.errors import FormatError
+from rbmcap.errors import ConfigError, FormatError
+from rbmcap.io.c3d import read_c3d
 from rbmcap.io.capture import Capture
+from rbmcap.io.optitrack import looks_like_optitrack, read_optitrack
+from rbmcap.io.vicon import ROTATIONS, detect_vicon_kind, read_vicon
 
 FORMATS = ("vicon-segments", "vicon-tracker", "vicon-trajectories", "optitrack", "c3d")
 """Every format name :func:`read_capture` takes (besides 'auto')."""
-
-ROTATIONS = (
-    "helical",
-    "euler_xyz",
-    "euler_xzy",
-    "euler_yxz",
-    "euler_yzx",
-    "euler_zxy",
-    "euler_zyx",
-)
-"""Vicon rotation conventions for RX/RY/RZ columns: helical axis-angle (Vicon's default) or
-Euler angles, extrinsic-free intrinsic order as named (see :mod:`rbmcap.io.vicon`)."""
 
 
 def detect_format(path: str | Path) -> str:
@@ -49,9 +40,6 @@ def detect_format(path: str | Path) -> str:
         raise FormatError(f"{path}: cannot read ({exc.strerror})") from None
     if len(head) >= 2 and head[1] == 0x50 and path.suffix.lower() == ".c3d":
         return "c3d"
-    from rbmcap.io.optitrack import looks_like_optitrack
-    from rbmcap.io.vicon import detect_vicon_kind
-
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     if looks_like_optitrack(text):
         return "optitrack"
@@ -77,7 +65,8 @@ def read_capture(
     Args:
         path: the file.
         format: one of :data:`FORMATS`, or 'auto' (:func:`detect_format`).
-        rotation: Vicon's RX/RY/RZ convention, one of :data:`ROTATIONS` (other formats ignore it).
+        rotation: Vicon's RX/RY/RZ convention, one of
+            :data:`rbmcap.io.vicon.ROTATIONS` (other formats ignore it).
         angle_unit: 'deg' or 'rad' for Vicon rotations; None reads it from the units row.
         fps: frame rate (Hz) to use instead of the file's; None keeps the file's (a Vicon file
             trimmed to its header rows has none: then 100 Hz, with a warning).
@@ -86,8 +75,6 @@ def read_capture(
         FormatError: the file does not parse as that format (file, line and column named).
         ConfigError: an unknown format or rotation option.
     """
-    from rbmcap.errors import ConfigError
-
     if format != "auto" and format not in FORMATS:
         raise ConfigError(
             f"unknown format {format!r}; expected auto or one of {', '.join(FORMATS)}"
@@ -100,16 +87,10 @@ def read_capture(
         raise ConfigError(f"fps must be a positive number of frames per second, got {fps!r}")
     fmt = detect_format(path) if format == "auto" else format
     if fmt.startswith("vicon"):
-        from rbmcap.io.vicon import read_vicon
-
         return read_vicon(path, kind=fmt, rotation=rotation, angle_unit=angle_unit, fps=fps)
     if fmt == "optitrack":
-        from rbmcap.io.optitrack import read_optitrack
-
         capture = read_optitrack(path)
     else:
-        from rbmcap.io.c3d import read_c3d
-
         capture = read_c3d(path)
     if fps is not None:
         capture.fps = float(fps)

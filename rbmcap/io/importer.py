@@ -14,6 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from rbmcap.io.capture import Capture
+from rbmcap.io.formats import read_capture
+from rbmcap.io.names import apply_mapping, load_mapping
+from rbmcap.io.plates import plates_from_points
 from rbmcap.markers.markerset import DEFAULT_MARKERS
 
 
@@ -23,7 +26,7 @@ class ImportOptions:
 
     Attributes:
         format: 'auto' or one of :data:`rbmcap.io.formats.FORMATS`.
-        rotation: Vicon RX/RY/RZ convention (:data:`rbmcap.io.formats.ROTATIONS`).
+        rotation: Vicon RX/RY/RZ convention (:data:`rbmcap.io.vicon.ROTATIONS`).
         angle_unit: 'deg' or 'rad', or None to read it from the file.
         fps: frame rate (Hz) overriding the file's, or None (needed for a trimmed Vicon file).
         plates: plates YAML to solve plates from marker points, or None.
@@ -48,10 +51,6 @@ class ImportOptions:
 
 def import_capture(path: str | Path, options: ImportOptions | None = None) -> Capture:
     """Read ``path`` and apply the plate solving and name mapping ``options`` ask for."""
-    from rbmcap.io.formats import read_capture
-    from rbmcap.io.names import apply_mapping, load_mapping
-    from rbmcap.io.plates import plates_from_points
-
     o = options or ImportOptions()
     capture = read_capture(path, o.format, rotation=o.rotation, angle_unit=o.angle_unit, fps=o.fps)
     if o.plates is not None:

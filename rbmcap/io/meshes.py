@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import trimesh
 
 from rbmcap.atomic import atomic_path
 from rbmcap.errors import ConfigError
@@ -68,8 +69,6 @@ def write_ply_frames(
     All or nothing: every file is written to a temporary name first and renamed only once all
     are written. Returns the paths written, in frame order.
     """
-    import trimesh
-
     frames = ply_frames(motion.num_frames, every)
     stem = stem or motion.name or "frame"
     faces = body.faces.cpu().numpy()

@@ -22,6 +22,7 @@ from rbmcap.config.safe_yaml import read_yaml, type_name
 from rbmcap.config.values import short_repr
 from rbmcap.errors import ConfigError, FormatError
 from rbmcap.io.capture import Capture
+from rbmcap.markers.markerset import load_marker_set
 
 _SIDES = {"l": "left", "left": "left", "r": "right", "right": "right"}
 
@@ -163,8 +164,6 @@ def apply_mapping(
     Returns:
         A capture with ``names`` = the marker set's names, (T, N_set, ...) arrays.
     """
-    from rbmcap.markers.markerset import load_marker_set
-
     targets = list(load_marker_set(marker_set).names)
     result = map_names(capture.names, targets, mapping, allow_missing=allow_missing)
     src = {v: capture.index(k) for k, v in result.items()}

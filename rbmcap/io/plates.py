@@ -36,6 +36,7 @@ import numpy as np
 import roma
 import torch
 import yaml
+from tqdm import tqdm
 
 from rbmcap.atomic import write_text_atomic
 from rbmcap.config.compose import load_mapping
@@ -294,7 +295,6 @@ def solve_plates(
     """
     if capture.points is None:
         raise ConfigError(f"{capture.source or 'capture'}: has no labelled points to solve plates")
-    from tqdm import tqdm
 
     t, n = capture.num_frames, len(defs)
     pos, rot = np.zeros((t, n, 3)), np.tile(np.eye(3), (t, n, 1, 1))

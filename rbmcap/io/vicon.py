@@ -51,7 +51,19 @@ import roma
 import torch
 
 from rbmcap.errors import ConfigError, FormatError
-from rbmcap.io.formats import ROTATIONS
+from rbmcap.io.capture import Capture
+
+ROTATIONS = (
+    "helical",
+    "euler_xyz",
+    "euler_xzy",
+    "euler_yxz",
+    "euler_yzx",
+    "euler_zxy",
+    "euler_zyx",
+)
+"""Vicon rotation conventions for RX/RY/RZ columns: helical axis-angle (Vicon's default) or
+Euler angles, extrinsic-free intrinsic order as named (:func:`read_vicon`)."""
 
 KINDS = ("vicon-segments", "vicon-tracker", "vicon-trajectories")
 PLATE_SECTIONS = ("Segments", "Joints", "Model Outputs")
@@ -484,8 +496,6 @@ def _plate_section(path: Path, sections: list[_Section]) -> _Section:
 
 def _assemble(path, kind, sep, plate_sec, point_sec, rotation, angle_unit, fps):
     """The Capture of the plate section (frames) and the point section (aligned by frame)."""
-    from rbmcap.io.capture import Capture
-
     main = plate_sec or point_sec
     table = _table(path, main, sep)
     frames, rows = _frames(path, main, table)

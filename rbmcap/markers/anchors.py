@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import trimesh
 
 from rbmcap.config.values import finite_float, finite_vector, short_repr
 from rbmcap.errors import ConfigError, ModelError
@@ -113,8 +114,6 @@ def first_hits(
     vertices: np.ndarray, faces: np.ndarray, origins: np.ndarray, directions: np.ndarray
 ) -> np.ndarray:
     """First intersection (R, 3) of each ray with the mesh; NaN where a ray misses."""
-    import trimesh  # imported here: only anchor resolution needs it
-
     mesh = trimesh.Trimesh(vertices=vertices, faces=faces, process=False)
     locations, ray_idx, _ = mesh.ray.intersects_location(origins, directions, multiple_hits=True)
     out = np.full(origins.shape, np.nan)

@@ -6,16 +6,17 @@
 * Procedural motion — :mod:`rbmcap.motion.procedural` (:func:`generate`,
   :func:`generate_library`).
 * Quality and pictures — :func:`foot_skate_mm`, :func:`ground_penetration_mm`,
-  :func:`render_motion`.
+  :func:`rbmcap.motion.skeleton_animation.render_motion` (its own module: it loads matplotlib).
 """
 
-from rbmcap.motion.amass import AMASSEntry, discover, iter_motions, read_motion, read_split_lists
+from rbmcap.motion.amass import AMASSEntry, discover, iter_motions, read_split_lists
 from rbmcap.motion.bvh import BVH, parse_bvh, read_bvh, write_bvh
+from rbmcap.motion.joint_map import JointMap
 from rbmcap.motion.limits import JointLimits
 from rbmcap.motion.procedural import KINDS, generate, generate_library
 from rbmcap.motion.quality import foot_skate_mm, ground_penetration_mm, motion_info
-from rbmcap.motion.retarget import JointMap, bvh_to_motion, retarget_bvh
-from rbmcap.motion.smpl_motion import SMPLMotion
+from rbmcap.motion.retarget import bvh_to_motion, retarget_bvh
+from rbmcap.motion.smpl_motion import SMPLMotion, read_motion
 
 __all__ = [
     "BVH",
@@ -39,10 +40,3 @@ __all__ = [
     "retarget_bvh",
     "write_bvh",
 ]
-
-
-def render_motion(*args, **kwargs):
-    """See :func:`rbmcap.motion.skeleton_animation.render_motion` (lazily: it loads matplotlib)."""
-    from rbmcap.motion.skeleton_animation import render_motion as _render
-
-    return _render(*args, **kwargs)

@@ -33,8 +33,9 @@ from pathlib import Path
 from rbmcap.body.pool import check_workers, map_with_body
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.motion.amass import SPLITS, merge_split_lists
+from rbmcap.motion.joint_map import JointMap
 from rbmcap.motion.kinematics import standin_body
-from rbmcap.motion.retarget import JointMap, bvh_to_motion
+from rbmcap.motion.retarget import bvh_to_motion
 from rbmcap.motion.rigs import AUTO
 
 CLIPS_TABLE = "clips.csv"

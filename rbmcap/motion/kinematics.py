@@ -16,6 +16,7 @@ import roma
 import torch
 from scipy.spatial import ConvexHull, QhullError
 
+from rbmcap.body import load_body_model
 from rbmcap.geometry import forward_kinematics
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
@@ -33,8 +34,6 @@ _SOLE_BAND_M = 0.015  # rest vertices of the feet this close above the sole form
 @lru_cache(maxsize=4)
 def standin_body(gender: str = "neutral"):
     """The stand-in body (built and cached on first use)."""
-    from rbmcap.body import load_body_model
-
     return load_body_model("standin", gender=gender)
 
 

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from rbmcap.atomic import write_text_atomic
 from rbmcap.config.packaged import conf_names
 from rbmcap.errors import DataError
 from rbmcap.motion.bvh import BVH
-from rbmcap.motion.retarget import JointMap
+from rbmcap.motion.joint_map import JointMap
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 AUTO = "auto"
@@ -101,8 +102,6 @@ def resolve_joint_map(bvh: BVH, spec: JointMap | str | Path | None) -> JointMap:
 
 def write_template(error: UnknownRigError, path: str | Path) -> Path:
     """Write ``error``'s drafted map to ``path`` (made whole or not at all); returns the path."""
-    from rbmcap.atomic import write_text_atomic
-
     path = Path(path)
     write_text_atomic(path, error.template)
     return path

@@ -8,13 +8,23 @@ turns the body about the rest pelvis joint J0(betas) and then adds ``trans``, so
 
 On disk a motion is an AMASS SMPL+H style ``.npz`` (``poses (T, 156)``, ``trans``, ``betas``,
 ``gender``, ``mocap_framerate``) plus rbmcap's ``name`` and ``source`` keys, so anything that reads
-AMASS reads these files and :func:`rbmcap.motion.amass.read_motion` reads both.
+AMASS reads these files. :func:`read_motion` reads them and both AMASS releases, told apart by
+their keys:
+
+* SMPL+H G (``*_poses.npz``): ``poses (T, 156)`` (52 joints), ``trans``, ``betas (16,)``,
+  ``gender``, ``mocap_framerate``. rbmcap's own files are of this kind (plus ``name``/``source``).
+* SMPL-X N (``*_stageii.npz``): ``poses (T, 165)`` (55 joints) or the split keys ``root_orient``,
+  ``pose_body``, ``pose_hand``..., ``trans``, ``betas``, ``gender``, ``mocap_frame_rate``.
+
+Both become an :class:`SMPLMotion`: the first 22 joints are SMPL's body; SMPL's hand joints
+(22, 23) take the first index-finger joint of each hand.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +34,7 @@ import roma
 import torch
 
 from rbmcap.atomic import atomic_path
-from rbmcap.errors import DataError, location
+from rbmcap.errors import DataError, FormatError, location
 from rbmcap.geometry.rotations import unitquat_slerp
 from rbmcap.motion.resample import resample_times, sample_frames
 from rbmcap.skeleton import SMPLH_TO_SMPL
@@ -32,6 +42,10 @@ from rbmcap.skeleton import SMPLH_TO_SMPL
 NUM_JOINTS = 24
 SMPLH_POSE_WIDTH = 52 * 3
 GENDERS = ("neutral", "male", "female")
+SEQUENCE_SUFFIXES = ("_poses.npz", "_stageii.npz")
+# SMPL-X joints: 22 body, jaw, two eyes, then 15 joints per hand (index finger first).
+_SMPLX_HANDS = (25, 40)
+_SMPLH_HANDS = (22, 37)
 
 
 @dataclass(eq=False)
@@ -174,9 +188,7 @@ class SMPLMotion:
 
     @classmethod
     def load(cls, path: str | Path) -> SMPLMotion:
-        """Read any supported motion ``.npz`` (see :func:`rbmcap.motion.amass.read_motion`)."""
-        from rbmcap.motion.amass import read_motion
-
+        """Read any supported motion ``.npz`` (:func:`read_motion`)."""
         return read_motion(path)
 
     def __repr__(self) -> str:
@@ -207,3 +219,149 @@ def _check_finite(values: np.ndarray, key: str, name: str, part: str) -> None:
             f"{location(sequence=name, frame=int(first[0]))}: {key} contains NaN or infinite "
             f"values ({part} {int(first[1])})"
         )
+
+
+# ------------------------------------------------------------------------------------ files
+def read_motion(path: str | Path) -> SMPLMotion:
+    """Read an AMASS SMPL+H G, SMPL-X N or rbmcap ``.npz`` motion, telling them apart by keys.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        FormatError: the file is not a readable ``.npz`` (truncated, corrupted, pickled objects),
+            lacks the keys of every known kind, or holds arrays of the wrong shape or dtype.
+        DataError: the arrays are readable but unusable: no frames, NaN or infinite values
+            (``"FILE: sequence 'NAME', frame F: poses contains NaN or infinite values (joint
+            J)"``), a frame rate that is not a positive number.
+    """
+    path = Path(path)
+    arrays = _load_npz(path)
+    fps_key = next((k for k in ("mocap_framerate", "mocap_frame_rate") if k in arrays), None)
+    try:
+        if "pose_body" in arrays or "root_orient" in arrays:
+            poses = _poses_from_split_keys(arrays, path)
+        elif "poses" in arrays:
+            poses = _poses_from_full(_numeric(arrays, "poses", path), path)
+        else:
+            raise _missing(path, arrays, "poses (or root_orient + pose_body)")
+        for key in ("trans", "betas"):
+            if key not in arrays:
+                raise _missing(path, arrays, key)
+        if fps_key is None:
+            raise _missing(path, arrays, "mocap_framerate (SMPL+H) or mocap_frame_rate (SMPL-X)")
+        if len(poses) == 0:
+            raise DataError(f"{path}: the motion has no frames")
+        fps = _numeric(arrays, fps_key, path)
+        if fps.size != 1:
+            raise FormatError(f"{path}: {fps_key} of shape {fps.shape}, expected one number")
+        name = str(arrays["name"]) if "name" in arrays else _stem(path)
+        return SMPLMotion(
+            poses=poses,
+            trans=_numeric(arrays, "trans", path),
+            betas=_numeric(arrays, "betas", path).reshape(-1),
+            gender=arrays.get("gender", "neutral"),
+            fps=float(fps.reshape(-1)[0]),
+            name=name,
+            source=_source(arrays, path),
+        )
+    except DataError as exc:
+        message = str(exc)
+        raise DataError(
+            message if message.startswith(str(path)) else f"{path}: {message}"
+        ) from None
+    except (ValueError, TypeError) as exc:
+        raise FormatError(f"{path}: malformed motion arrays ({exc})") from None
+
+
+def _numeric(arrays: Mapping[str, np.ndarray], key: str, path: Path) -> np.ndarray:
+    """``arrays[key]`` as float64; FormatError unless it holds numbers (not text, not complex)."""
+    arr = np.asarray(arrays[key])
+    if arr.dtype.kind not in "biuf":
+        raise FormatError(f"{path}: {key} has dtype {arr.dtype}, expected numbers")
+    return arr.astype(np.float64)
+
+
+def _source(arrays: Mapping[str, np.ndarray], path: Path) -> dict:
+    source = {"file": str(path), "format": _kind(arrays)}
+    if "source" in arrays:
+        try:
+            extra = json.loads(str(arrays["source"]))
+        except (ValueError, RecursionError):
+            raise FormatError(f"{path}: source is not JSON") from None
+        if not isinstance(extra, dict):
+            raise FormatError(f"{path}: source is not a JSON object")
+        source.update(extra)
+    return source
+
+
+def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of the file. Decoding a damaged archive can fail in many ways (zipfile, zlib,
+    numpy's header parser, a huge declared shape), so every exception of the decoding itself is
+    a FormatError."""
+    if not path.is_file():
+        raise FileNotFoundError(2, "No such file", str(path))
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if not hasattr(data, "files"):
+                raise ValueError("a single .npy array")
+            return {key: data[key] for key in data.files}
+    except Exception as exc:  # the decoding of a damaged file: see the docstring
+        reason = str(exc) or type(exc).__name__
+        if "allow_pickle" in reason or "Object arrays" in reason:
+            reason = "it holds pickled objects, which rbmcap does not load"
+        raise FormatError(
+            f"{path}: cannot read as an AMASS .npz (truncated or not a numpy archive: {reason})"
+        ) from None
+
+
+def _poses_from_full(poses: np.ndarray, path: Path) -> np.ndarray:
+    poses = np.asarray(poses, dtype=np.float64)
+    if poses.ndim != 2 or poses.shape[1] not in (72, 156, 165):
+        raise FormatError(
+            f"{path}: poses of shape {poses.shape}, expected (T, 72) SMPL, (T, 156) SMPL+H "
+            f"or (T, 165) SMPL-X"
+        )
+    joints = poses.reshape(len(poses), poses.shape[1] // 3, 3)
+    if joints.shape[1] == 24:
+        return joints
+    hands = _SMPLH_HANDS if joints.shape[1] == 52 else _SMPLX_HANDS
+    return np.concatenate([joints[:, :22], joints[:, list(hands)]], axis=1)
+
+
+def _poses_from_split_keys(arrays: Mapping[str, np.ndarray], path: Path) -> np.ndarray:
+    for key in ("root_orient", "pose_body"):
+        if key not in arrays:
+            raise _missing(path, arrays, key)
+    root = _numeric(arrays, "root_orient", path)
+    body = _numeric(arrays, "pose_body", path)
+    if root.ndim != 2 or root.shape[1] != 3 or body.shape != (len(root), 63):
+        raise FormatError(
+            f"{path}: root_orient {root.shape} / pose_body {body.shape}, "
+            f"expected (T, 3) and (T, 63)"
+        )
+    hands = np.zeros((len(root), 2, 3))
+    if "pose_hand" in arrays:
+        pose_hand = _numeric(arrays, "pose_hand", path)
+        if pose_hand.shape != (len(root), 90):
+            raise FormatError(f"{path}: pose_hand of shape {pose_hand.shape}, expected (T, 90)")
+        hands = pose_hand.reshape(len(root), 2, 15, 3)[:, :, 0]
+    return np.concatenate([root[:, None], body.reshape(-1, 21, 3), hands], axis=1)
+
+
+def _kind(arrays: Mapping[str, np.ndarray]) -> str:
+    if "mocap_frame_rate" in arrays or "pose_body" in arrays:
+        return "amass-smplx"
+    width = np.asarray(arrays["poses"]).shape[-1]
+    return {72: "smpl", 156: "amass-smplh"}.get(width, "amass-smplx")
+
+
+def _missing(path: Path, arrays: Mapping[str, np.ndarray], key: str) -> FormatError:
+    have = ", ".join(sorted(arrays)) or "nothing"
+    return FormatError(f"{path}: not an AMASS motion file: missing {key} (it has: {have})")
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (*SEQUENCE_SUFFIXES, ".npz"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem

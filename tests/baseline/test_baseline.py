@@ -114,7 +114,7 @@ def test_fit_prior_command_writes_a_prior(tmp_path, monkeypatch):
             gen = np.random.default_rng(0)
             self.arrays = {"poses": (0.2 * gen.standard_normal((300, 24, 3))).astype(np.float32)}
 
-    monkeypatch.setattr("rbmcap.dataset.RBMDataset", Data)
+    monkeypatch.setattr(cli, "RBMDataset", Data)
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers())
     out = tmp_path / "p" / "prior.npz"
@@ -359,7 +359,8 @@ def test_default_yaml_is_the_one_source_of_the_defaults(tmp_path):
     import dataclasses
 
     from rbmcap.baseline import config as module
-    from rbmcap.baseline.config import OptimiserConfig, SolverConfig
+    from rbmcap.baseline.config import SolverConfig
+    from rbmcap.baseline.optimisers import OptimiserConfig
     from rbmcap.config.packaged import conf_file
 
     # no dataclass repeats a default: building one without the YAML is a TypeError

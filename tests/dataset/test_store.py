@@ -25,7 +25,7 @@ from rbmcap.dataset import (
 from rbmcap.dataset.store import CRASH_ENV, WORK
 from rbmcap.errors import ConfigError, DataError, FormatError
 from rbmcap.markers.synth import Synthesizer
-from rbmcap.motion.amass import read_motion
+from rbmcap.motion.smpl_motion import read_motion
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,7 @@ import torch
 from rbmcap.errors import DataError
 from rbmcap.geometry import ROTATION_TOLERANCE, orthonormalize
 from rbmcap.io.capture import Capture
-from rbmcap.motion.amass import read_motion
-from rbmcap.motion.smpl_motion import SMPLMotion
+from rbmcap.motion.smpl_motion import SMPLMotion, read_motion
 
 T, N = 6, 3
 NAMES = ["head", "pelvis", "left_shin"]

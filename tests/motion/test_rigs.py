@@ -15,8 +15,9 @@ from rbmcap.cli.main import main as cli_main
 from rbmcap.errors import DataError
 from rbmcap.motion.bvh import read_bvh
 from rbmcap.motion.folder import build_motion_folder, clip_subjects
+from rbmcap.motion.joint_map import JointMap
 from rbmcap.motion.kinematics import MotionKinematics, standin_body
-from rbmcap.motion.retarget import JointMap, bvh_to_motion, retarget_bvh
+from rbmcap.motion.retarget import bvh_to_motion, retarget_bvh
 from rbmcap.motion.rigs import UnknownRigError, detect_joint_map
 
 BANDAI_WALK = BANDAI / "dataset-1_walk_normal_001.bvh"

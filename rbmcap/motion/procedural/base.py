@@ -145,11 +145,6 @@ def ease(x: np.ndarray) -> np.ndarray:
     return x * x * x * (x * (6 * x - 15) + 10)
 
 
-def envelope(t: np.ndarray, duration: float, ramp: float) -> np.ndarray:
-    """1 in the middle of [0, duration], easing in and out over ``ramp`` seconds."""
-    return ease(t / ramp) * ease((duration - t) / ramp)
-
-
 def repetitions(
     t: np.ndarray, starts: np.ndarray, rise: float, hold: float, fall: float
 ) -> np.ndarray:
@@ -167,13 +162,6 @@ def smooth_noise(rng: np.random.Generator, t: np.ndarray, amplitude: float, peri
         f = 1.0 / (period * rng.uniform(0.6, 1.6))
         out += np.sin(2 * np.pi * f * t + rng.uniform(0, 2 * np.pi))
     return amplitude * out / 3.0
-
-
-def standing_arms(track: PoseTrack, rng: np.random.Generator, t: np.ndarray) -> None:
-    """Relaxed hanging arms with a little sway, for motions that leave the arms alone."""
-    for side in SIDES:
-        track.shoulder(side, lowered=78 + smooth_noise(rng, t, 3, 3), forward=5)
-        track.elbow(side, 15 + smooth_noise(rng, t, 5, 3))
 
 
 # ----------------------------------------------------------------------- on the floor

@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse
 
 from rbmcap.errors import FormatError, ModelError
 
@@ -81,9 +82,7 @@ class _ModelUnpickler(pickle.Unpickler):
                 f"{self._path}: refused to unpickle {module}.{name}: a model pickle holds only "
                 "numpy arrays, scipy sparse matrices and chumpy objects"
             )
-        if module.startswith("scipy.sparse"):
-            import scipy.sparse  # the public namespace: scipy deprecates the module paths
-
+        if module.startswith("scipy.sparse"):  # the public namespace: scipy deprecates the paths
             return getattr(scipy.sparse, name)
         with warnings.catch_warnings():  # numpy 1's module paths, read under numpy 2
             warnings.simplefilter("ignore", DeprecationWarning)

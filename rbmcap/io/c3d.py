@@ -32,10 +32,12 @@ import atexit
 import contextlib
 import os
 import pickle
+import selectors
 import struct
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -213,9 +215,6 @@ atexit.register(_WORKER.stop)
 def _receive(path: Path, stream, count: int, seconds: float) -> bytes:
     """``count`` bytes from the worker's ``stream`` (fewer at its end); FormatError when they do
     not come within ``seconds``."""
-    import selectors
-    import time
-
     fd, chunks, got = stream.fileno(), [], 0
     end = time.monotonic() + seconds
     with selectors.DefaultSelector() as sel:

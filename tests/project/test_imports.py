@@ -40,11 +40,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dataset", "metrics"),
     ("model",),
     ("checkpoint", "baseline", "io"),
-    ("training", "calibrate"),
+    ("calibrate",),
     ("inference",),
     ("evaluation",),
     ("render", "view"),
-    ("live",),
+    ("live", "training"),
     ("bench",),
     ("cli",),
     ("__main__",),
@@ -52,9 +52,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 """The top-level modules and packages of ``rbmcap`` (``"rbmcap"`` is the package's own
 ``__init__``), lowest first, in the order the data flows: the first layer imports nothing from
 ``rbmcap``; the body model comes before motion (retargeting and clip libraries pose motions on a
-body); checkpoints build a model without training; the live pipeline draws in the viewer. A
-module may import from its own package and from any lower layer, never from its own layer's
-other members nor from above."""
+body); checkpoints build a model without training, so training sits beside the live pipeline
+(which draws in the viewer) above everything that poses frames. A module may import from its own
+package and from any lower layer, never from its own layer's other members nor from above."""
 
 MAX_FUNCTION_LEVEL_IMPORTS = 60
 """Imports of the package's own modules or of third-party packages written inside a function."""

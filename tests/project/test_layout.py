@@ -1,6 +1,7 @@
-"""The code base's structure: short functions, dependencies down the data flow, one definition of
-each shared piece of geometry, configuration found inside the installed package, and tests laid
-out like the package.
+"""The code base's structure: short functions, geometry that stays pure maths, posing without
+training, one definition of each shared piece of geometry, configuration found inside the
+installed package, and tests laid out like the package (the import graph as a whole: the
+neighbouring ``test_imports.py``).
 
 Every rule reads source with :mod:`ast` (not by importing it), so a violation names the file and
 line it is on.
@@ -28,22 +29,10 @@ TEST_FOLDERS_OF_THEIR_OWN = {
 MAX_FUNCTION_LINES = 60
 JUSTIFIED = "Long because"
 
-UPSTREAM = (
-    "rbmcap.model",
-    "rbmcap.training",
-    "rbmcap.evaluation",
-    "rbmcap.inference",
-    "rbmcap.cli",
-)
-"""The network, its training and the layers built on them: metrics, the baseline and geometry sit
-below them in the data flow and must not depend on them."""
-
 GEOMETRY_MAY_IMPORT = ("rbmcap.geometry", "rbmcap.errors", "rbmcap.skeleton")
 """Geometry is pure maths: besides itself, only the exception family and the SMPL tree's
-constants (``rbmcap.skeleton``, a leaf module: see :func:`test_geometry_imports_only_leaves`)."""
-
-CLI_ENTRY_POINTS = {"rbmcap/__main__.py"}
-"""``python -m rbmcap`` is the command line itself, so it alone outside ``cli/`` may import it."""
+constants (both in the lowest layer of ``tests/project/test_imports.py``, which imports nothing
+from rbmcap)."""
 
 
 # ------------------------------------------------------------------------------------ reading
@@ -136,17 +125,6 @@ def test_every_function_is_short_or_says_why_it_is_long():
 
 
 # -------------------------------------------------------------------------------- dependencies
-def test_metrics_baseline_and_geometry_do_not_import_upstream():
-    upward = [
-        f"{path}:{line} imports {name}"
-        for folder in ("metrics", "baseline", "geometry")
-        for path, tree in _in(folder).items()
-        for line, name in _imports(path, tree)
-        if _under(name, UPSTREAM)
-    ]
-    assert not upward, "imports against the data flow:\n" + "\n".join(upward)
-
-
 POSING = ("model", "inference", "live", "evaluation", "baseline", "calibrate", "io")
 """The folders that pose frames with a model (or sit below them): none trains."""
 
@@ -173,30 +151,6 @@ def test_geometry_imports_nothing_else_from_rbmcap():
         if _under(name, ("rbmcap",)) and not _under(name, GEOMETRY_MAY_IMPORT)
     ]
     assert not foreign, "rbmcap.geometry must stay pure maths:\n" + "\n".join(foreign)
-
-
-def test_geometry_imports_only_leaves():
-    """The modules geometry may import besides itself import nothing from rbmcap."""
-    leaves = [m for m in GEOMETRY_MAY_IMPORT if m != "rbmcap.geometry"]
-    found = [
-        f"{path}:{line} imports {name}"
-        for path, tree in _modules().items()
-        if _module_name(path) in leaves
-        for line, name in _imports(path, tree)
-        if _under(name, ("rbmcap",))
-    ]
-    assert not found, "a module geometry relies on is not a leaf:\n" + "\n".join(found)
-
-
-def test_only_the_command_line_imports_the_command_line():
-    found = [
-        f"{path}:{line} imports {name}"
-        for path, tree in _modules().items()
-        if not path.startswith("rbmcap/cli/") and path not in CLI_ENTRY_POINTS
-        for line, name in _imports(path, tree)
-        if _under(name, ("rbmcap.cli",))
-    ]
-    assert not found, "the library must not depend on its CLI:\n" + "\n".join(found)
 
 
 # --------------------------------------------------------------------------- one definition each

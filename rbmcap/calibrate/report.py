@@ -2,11 +2,23 @@
 
 - **Residuals** per plate over the frames fitted (mean position error in mm and rotation error in
   degrees between the plate and the calibrated body's plate).
-- **What the data did not determine**: the fit's Gauss–Newton information (finite differences of
-  the residuals, the per-frame poses eliminated by their Schur complement) gives each offset's
-  posterior spread. Where the data shrank the offset prior's spread by less than half, the prior
-  decided: the report names the plate and the direction (along or across its segment), and the
-  shift of all plates together when one still pose cannot tell it from where the body stands.
+- **What the frames determine, for the poses**: the fit's Gauss–Newton information (finite
+  differences of the residuals, each frame's pose eliminated by its Schur complement, the pose
+  prior's curvature included) gives the offsets' posterior covariance C. An offset is a means to
+  the poses: an error δo in it is taken up by the poses fitted to the plates, δθ_f = −A_f⁻¹ H_f δo
+  (A_f the frame's information, H_f its cross term with the offsets), which moves the joints by
+  J_f δθ_f. Pushed through, C gives each joint's spread; the report gives per plate the largest,
+  over the joints, root-mean-square over the frames fitted (its offset's share), and the same for
+  all offsets together. A plate whose share is above :data:`PLATE_JOINTS_MM` is not determined
+  (add frames where its segment moves); a calibration whose joints spread above
+  :data:`USABLE_JOINTS_MM`, or with a flagged plate, is not usable for inference
+  (:meth:`CalibrationReport.verdict`).
+- **What the data alone leave open**: offset directions whose spread the data alone (no pose
+  prior) shrink by less than half: each plate's twist about its segment (SMPL's joints turn
+  freely, so a constant twist of a bone and the opposite twist of its plate fit the plates
+  equally) and shifts the unplated joints can take up; each is named with the spread the pose
+  prior leaves and how far that moves the joints (a twist moves none). One still pose also
+  leaves the shift of all plates together open.
 - **Proportions**: the fitted body's height and segment lengths, and between plates joined in
   the marker set's tree, their distance in the capture beside the calibrated body's.
 - **Plausibility** (:func:`check_plausible`): betas beyond ±3, a plate offset beyond 0.35 m, a
@@ -16,17 +28,25 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import roma
 import torch
 
 from rbmcap.errors import DataError
+from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
 BETAS_LIMIT = 3.0
 OFFSET_LIMIT_M = 0.35
 RESIDUAL_LIMIT_MM = 30.0
+PLATE_JOINTS_MM = 25.0
+"""A plate whose offset's remaining uncertainty moves a joint by more than this (mm, spread) is
+not determined by the frames fitted."""
+USABLE_JOINTS_MM = 30.0
+"""A calibration whose offsets' remaining uncertainty moves a joint by more than this (mm) is not
+usable for inference: on the real Plug-in Gait session this spread is close to the joints' error
+of the inference that follows (docs/capture.md)."""
 PRIOR_SHARE = 0.25
 """An offset direction counts as decided by the prior when its posterior variance is more than
 this fraction of the prior's (the data did not halve the spread)."""
@@ -49,8 +69,12 @@ class CalibrationReport:
 
     Attributes:
         frames: per capture, (name, frames used, frames in the capture).
-        plates: plate → {residual_mm, residual_deg, seen, offset_deg, offset_mm, flags}.
-        undetermined: sentences naming what the data did not determine.
+        plates: plate → {residual_mm, residual_deg, seen, offset_deg, offset_mm, joints_mm,
+            joint, determined, flags}: ``joints_mm`` how far the remaining uncertainty of its
+            offset moves the joints (spread, mm; ``joint`` the one moved most), ``determined``
+            whether that is within :data:`PLATE_JOINTS_MM`.
+        joints_mm, joint: the same for every offset together.
+        left_open: sentences naming the offset directions the data alone left to a prior.
         body: {height_m, segments_m {name: length}}.
         distances: "a–b" → {capture_m, body_m} for plates joined in the marker set.
         takes: per capture, plate → {residual_mm, residual_deg, slip}, from
@@ -59,7 +83,9 @@ class CalibrationReport:
 
     frames: list[tuple[str, int, int]]
     plates: dict[str, dict]
-    undetermined: list[str] = field(default_factory=list)
+    joints_mm: float = math.nan
+    joint: str = ""
+    left_open: list[str] = field(default_factory=list)
     body: dict = field(default_factory=dict)
     distances: dict[str, dict] = field(default_factory=dict)
     takes: dict[str, dict] = field(default_factory=dict)
@@ -71,12 +97,38 @@ class CalibrationReport:
             out += [f"{n}: {f} ({cap})" for n, p in plates.items() for f in p.get("flags", [])]
         return out
 
+    def usable(self) -> bool:
+        """Whether the calibration is fit for inference: no plate flagged and the joints'
+        spread within :data:`USABLE_JOINTS_MM`."""
+        return not self.flags() and self.joints_mm <= USABLE_JOINTS_MM
+
+    def verdict(self) -> str:
+        """One sentence: usable for inference or not, and why."""
+        spread = (
+            f"the offsets' remaining uncertainty moves the joints by ±{self.joints_mm:.0f} mm "
+            f"at most ({self.joint}; usable up to {USABLE_JOINTS_MM:.0f} mm)"
+        )
+        if self.usable():
+            return f"usable for inference: {spread}; no plate flagged"
+        if self.flags():
+            bad = sorted({f.split(":")[0] for f in self.flags()})
+            return f"NOT usable for inference: plates flagged ({', '.join(bad)}); {spread}"
+        loose = [n for n, p in self.plates.items() if not p["determined"]]
+        return (
+            f"NOT usable for inference: {spread}; add frames where the body moves (a walk, a "
+            f"range of motion) to determine {', '.join(loose) or 'the offsets'}"
+        )
+
     def to_dict(self) -> dict:
         """JSON-ready content."""
         return {
             "frames": [list(f) for f in self.frames],
             "plates": self.plates,
-            "undetermined": self.undetermined,
+            "joints_mm": self.joints_mm,
+            "joint": self.joint,
+            "usable": self.usable(),
+            "verdict": self.verdict(),
+            "left_open": self.left_open,
             "body": self.body,
             "distances": self.distances,
             "takes": self.takes,
@@ -86,13 +138,14 @@ class CalibrationReport:
     def __str__(self) -> str:
         lines = ["frames used: " + ", ".join(f"{_short(n)}: {k} of {t}" for n, k, t in self.frames)]
         lines.append(
-            f"{'plate':16s} {'resid mm':>8s} {'deg':>5s} {'offset mm':>9s} {'deg':>6s}"
-            + "".join(f"  {_short(c):>24s}" for c in self.takes)
+            f"{'plate':16s} {'resid mm':>8s} {'deg':>5s} {'offset mm':>9s} {'deg':>6s} "
+            f"{'joints ±mm':>10s} {'':14s}" + "".join(f"  {_short(c):>24s}" for c in self.takes)
         )
         for n, p in self.plates.items():
             row = (
                 f"{n:16s} {p['residual_mm']:8.1f} {p['residual_deg']:5.1f} "
-                f"{p['offset_mm']:9.1f} {p['offset_deg']:6.1f}"
+                f"{p['offset_mm']:9.1f} {p['offset_deg']:6.1f} {p['joints_mm']:10.1f} "
+                f"{'determined' if p['determined'] else 'NOT determined':14s}"
             )
             for plates in self.takes.values():
                 t = plates.get(n, {})
@@ -111,8 +164,9 @@ class CalibrationReport:
                     for k, d in self.distances.items()
                 )
             )
-        lines += [f"not determined by the data: {u}" for u in self.undetermined]
+        lines += [f"left open by the data alone: {u}" for u in self.left_open]
         lines += [f"FLAG {f}" for f in self.flags()]
+        lines.append(self.verdict())
         return "\n".join(lines)
 
 
@@ -161,10 +215,20 @@ def build_report(fit, state, caps, chosen) -> CalibrationReport:
         (c.source or f"capture {k}", len(i), c.num_frames)
         for k, (c, i) in enumerate(zip(caps, chosen))
     ]
-    report = CalibrationReport(frames=frames, plates=plates)
+    found = determination(fit, state)
+    for n, (mm, joint) in found.plates.items():
+        plates[n]["joints_mm"] = _round(mm, 1)
+        plates[n]["joint"] = SMPL_JOINT_NAMES[joint]
+        plates[n]["determined"] = mm <= PLATE_JOINTS_MM
+    report = CalibrationReport(
+        frames=frames,
+        plates=plates,
+        joints_mm=_round(found.joints_mm, 1),
+        joint=SMPL_JOINT_NAMES[found.joint],
+        left_open=found.left_open,
+    )
     report.body = body_proportions(fit, state)
     report.distances = plate_distances(fit, state)
-    report.undetermined = undetermined(fit, state)
     return report
 
 
@@ -231,19 +295,42 @@ def plate_distances(fit, state) -> dict:
 
 
 # ---------------------------------------------------------------------- what was determined
-def undetermined(fit, state, step: float = 1e-6) -> list[str]:
-    """Sentences naming the offset directions the data did not determine (module docstring):
-    those the pose prior then fixed ("the pose prior decided") and those left to the offsets'
-    own prior ("the offsets' prior decided")."""
-    data_s, prior_s, with_pose = _offset_information(fit, state, step)
-    prior_var = 1.0 / torch.diagonal(prior_s)
-    cov_data = torch.linalg.inv(data_s + prior_s)
-    cov_pose = torch.linalg.inv(with_pose + prior_s)
+@dataclass
+class Determination:
+    """What the frames fitted determine (module docstring).
+
+    Attributes:
+        plates: plate -> (joints_mm, joint index): how far the remaining uncertainty of its
+            offset moves the fitted body's joints (the joint moved most).
+        joints_mm, joint: the same for every offset together.
+        left_open: sentences naming the offset directions the data alone left to a prior.
+    """
+
+    plates: dict[str, tuple[float, int]]
+    joints_mm: float
+    joint: int
+    left_open: list[str]
+
+
+def determination(fit, state, step: float = 1e-6) -> Determination:
+    """What the data determine, from the fit's own information (module docstring): the offsets'
+    posterior with the data alone and with the pose prior, each frame's pose eliminated, and how
+    far the posterior's spread moves the joints once the poses are fitted again."""
+    a, b, prior_frame, prior_s = _jacobians(fit, state, step)
+    prior_var = 1.0 / prior_s
+    cov_data = torch.linalg.inv(_schur(a, b, torch.full_like(prior_frame, 1e-6)) + prior_s.diag())
+    cov_pose = torch.linalg.inv(_schur(a, b, prior_frame) + prior_s.diag())
+    gain = _joint_gain(fit, state, a, b, prior_frame, step)
     n = len(fit.names)
-    groups: dict[tuple[str, str], list[str]] = {}
+    plates = {}
+    for i, name in enumerate(fit.names):
+        idx = [3 * i + c for c in range(3)] + [3 * n + 3 * i + c for c in range(3)]
+        plates[name] = joint_spread_mm(gain, cov_pose, idx)
+    total, joint = joint_spread_mm(gain, cov_pose, list(range(6 * n)))
     with torch.no_grad():
         jp, _ = fit.body.pose_joints(state.rotmats[:1], state.betas, state.trans[:1])
         _, vr = fit.virtual(state.rotmats[:1], state.betas, state.trans[:1])
+    groups: dict[tuple[str, str], list[tuple[str, float]]] = {}
     for kind, base, unit, scale in (
         ("position", 3 * n, "mm", 1000.0),
         ("rotation", 0, "°", math.degrees(1.0)),
@@ -253,36 +340,41 @@ def undetermined(fit, state, step: float = 1e-6) -> list[str]:
             evals, evecs = torch.linalg.eigh(cov_data[sl, sl])
             if evals[-1] / prior_var[sl].max() <= PRIOR_SHARE:
                 continue
-            u = evecs[:, -1]
-            pinned = float(u @ cov_pose[sl, sl] @ u) / float(prior_var[sl].max()) <= PRIOR_SHARE
-            where = _segment_words(int(fit.dominant[i]), vr[0, i] @ u, jp[0], kind)
-            who = "the pose prior decided" if pinned else "the offsets' prior decided"
-            spread = scale * math.sqrt(float(evals[-1]))
+            u = torch.zeros(6 * n, dtype=torch.float64)
+            u[sl] = evecs[:, -1]
+            var = float(u @ cov_pose @ u)
+            pinned = var / float(prior_var[sl].max()) <= PRIOR_SHARE
+            where = _segment_words(int(fit.dominant[i]), vr[0, i] @ u[sl], jp[0], kind)
+            who = "the pose prior" if pinned else "the offsets' prior"
+            moved, _ = joint_spread_mm(gain, torch.outer(u, u) * var, list(range(6 * n)))
             groups.setdefault((f"{kind} offset {where}", who), []).append(
-                f"{name} ±{spread:.0f} {unit}"
+                (f"{name} ±{scale * math.sqrt(var):.0f} {unit}", moved)
             )
-    out = [f"{what}: {', '.join(plates)} ({who})" for (what, who), plates in groups.items()]
+    left_open = [
+        f"{what}: the data leave it to {who}, which fixes it to "
+        f"{', '.join(p for p, _ in items)}; that moves the joints by "
+        f"±{max(m for _, m in items):.0f} mm at most"
+        for (what, who), items in groups.items()
+    ]
     # a shift of every plate together, in the world frame of the first frame used
     for d, label in zip(torch.eye(3, dtype=torch.float64), "xyz"):
-        u = torch.zeros(cov_pose.shape[0], dtype=torch.float64)
+        u = torch.zeros(6 * n, dtype=torch.float64)
         for i in range(n):
             u[3 * n + 3 * i : 3 * n + 3 * i + 3] = vr[0, i].T @ d
         u = u / u.norm()
         post = float(u @ cov_pose @ u)
-        if post / float(u @ torch.diag(prior_var) @ u) > PRIOR_SHARE:
-            out.append(
+        if post / float(u @ (prior_var * u)) > PRIOR_SHARE:
+            left_open.append(
                 f"all plates shifted together along world {label} (±{1000 * math.sqrt(post):.0f}"
                 f" mm): one still pose cannot tell it from where the body stands; the offsets' "
                 f"prior decided"
             )
-    return out
+    return Determination(plates, total, joint, left_open)
 
 
 def _segment_words(joint: int, axis: torch.Tensor, joints: torch.Tensor, kind: str) -> str:
     """Where a direction (3,) in the world points relative to the plate's segment: for a
     position 'along' or 'across the segment', for a rotation axis 'about' or 'across'."""
-    from rbmcap.skeleton import SMPL_PARENTS
-
     children = [k for k, p in enumerate(SMPL_PARENTS) if p == joint]
     if children:
         bone = joints[children[0]] - joints[joint]
@@ -295,21 +387,20 @@ def _segment_words(joint: int, axis: torch.Tensor, joints: torch.Tensor, kind: s
     return "along the segment" if along else "across the segment"
 
 
-def _offset_information(fit, state, step: float):
-    """Information (6N, 6N) of the offsets [rotation (3N) | position (3N)] in the objective's
-    units (½ Hessian: JᵀJ and ½ the priors' curvature), each frame's pose eliminated (Schur
-    complement): from the data alone, the offsets' prior (diagonal), and from the data with
-    the pose prior."""
+def _jacobians(fit, state, step: float):
+    """Finite-difference Jacobians of the scaled residuals (:meth:`SessionFit.residual_vector`)
+    at ``state``: per frame ``a`` (F, R, 75) against the frame's own parameters (root 0–2, body
+    3–71, translation 72–74, the same one moved in every frame) and ``b`` (F, R, 6N) against the
+    offsets [rotation (3N) | position (3N)]; with the pose prior's curvature per frame parameter
+    (75,) and the offsets' prior's (6N,), in the objective's units (½ Hessian)."""
     n = len(fit.names)
     base = fit.residual_vector(state)  # (F, R)
-    frame_cols = []  # (F, R) per frame parameter, the same one perturbed in every frame
-    for k in range(75):
-        frame_cols.append((fit.residual_vector(_perturb_frame(state, k, step)) - base) / step)
-    shared_cols = []
-    for k in range(6 * n):
-        shared_cols.append((fit.residual_vector(_perturb_offset(state, k, step)) - base) / step)
-    a = torch.stack(frame_cols, -1)  # (F, R, 75)
-    b = torch.stack(shared_cols, -1)  # (F, R, 6N)
+    frame_cols = [
+        (fit.residual_vector(_perturb_frame(state, k, step)) - base) / step for k in range(75)
+    ]
+    shared_cols = [
+        (fit.residual_vector(_perturb_offset(state, k, step)) - base) / step for k in range(6 * n)
+    ]
     wt = fit.weights
     prior_frame = torch.zeros(75, dtype=torch.float64)
     if fit.prior is not None and wt.prior > 0:
@@ -317,29 +408,55 @@ def _offset_information(fit, state, step: float):
     prior_frame[3:72] += wt.pose_l2
     prior_frame[:3] += 1e-6
     prior_frame[72:] += 1e-6
-    ata = a.transpose(-1, -2) @ a
-    hab = a.transpose(-1, -2) @ b
-    hbb = (b.transpose(-1, -2) @ b).sum(0)
-
-    def schur(diag: torch.Tensor) -> torch.Tensor:
-        s = hbb - (hab.transpose(-1, -2) @ torch.linalg.solve(ata + torch.diag(diag), hab)).sum(0)
-        return 0.5 * (s + s.T)
-
     prior_s = torch.cat(
         [
             torch.full((3 * n,), 1.0 / math.radians(wt.offset_sigma_deg) ** 2, dtype=torch.float64),
             torch.full((3 * n,), 1.0 / wt.offset_sigma_m**2, dtype=torch.float64),
         ]
     )
-    floor = torch.full_like(prior_frame, 1e-6)
-    return schur(floor), torch.diag(prior_s), schur(prior_frame)
+    return torch.stack(frame_cols, -1), torch.stack(shared_cols, -1), prior_frame, prior_s
+
+
+def _schur(a: torch.Tensor, b: torch.Tensor, diag: torch.Tensor) -> torch.Tensor:
+    """Information (6N, 6N) of the offsets with each frame's pose eliminated (Schur complement),
+    the frame parameters' curvature ``diag`` (75,) added to the data's."""
+    ata = a.transpose(-1, -2) @ a
+    hab = a.transpose(-1, -2) @ b
+    s = (b.transpose(-1, -2) @ b).sum(0)
+    s = s - (hab.transpose(-1, -2) @ torch.linalg.solve(ata + torch.diag(diag), hab)).sum(0)
+    return 0.5 * (s + s.T)
+
+
+def _joint_gain(fit, state, a, b, prior_frame, step: float) -> torch.Tensor:
+    """(F, 72, 6N): how each frame's 24 joints (m) move per unit of each offset parameter, the
+    pose re-fitted to the plates (δθ_f = −A_f⁻¹ H_f δo, with A_f the frame's information and
+    the pose prior, H_f its cross term with the offsets)."""
+    with torch.no_grad():
+        base, _ = fit.body.pose_joints(state.rotmats, state.betas, state.trans)
+        cols = []
+        for k in range(75):
+            s = _perturb_frame(state, k, step)
+            moved, _ = fit.body.pose_joints(s.rotmats, s.betas, s.trans)
+            cols.append(((moved - base)[:, :24] / step).reshape(len(base), -1))
+    jac = torch.stack(cols, -1)  # (F, 72, 75)
+    info = a.transpose(-1, -2) @ a + torch.diag(prior_frame)
+    return -jac @ torch.linalg.solve(info, a.transpose(-1, -2) @ b)
+
+
+def joint_spread_mm(gain: torch.Tensor, cov: torch.Tensor, idx) -> tuple[float, int]:
+    """(spread mm, joint): the largest, over the joints, root-mean-square over frames of the
+    joint's displacement (norm of its 3-vector's standard deviation) that the offsets' posterior
+    covariance ``cov`` on the parameters ``idx`` causes through ``gain`` (:func:`_joint_gain`)."""
+    g = gain[:, :, idx]
+    var = ((g @ cov[idx][:, idx]) * g).sum(-1).clamp_min(0.0)  # (F, 72)
+    per_joint = var.reshape(len(g), 24, 3).sum(-1).mean(0).sqrt() * 1000.0  # (24,)
+    k = int(per_joint.argmax())
+    return float(per_joint[k]), k
 
 
 def _perturb_frame(state, k: int, step: float):
     """``state`` with frame parameter k (root 0–2, body 3–71, translation 72–74) moved by
     ``step`` in every frame."""
-    from rbmcap.calibrate.session import FitState
-
     rot = state.rotmats.clone()
     trans = state.trans.clone()
     if k < 3:
@@ -353,13 +470,11 @@ def _perturb_frame(state, k: int, step: float):
         rot[:, 1 + j] = roma.rotvec_to_rotmat(rv)
     else:
         trans[:, k - 72] += step
-    return FitState(rot, trans, state.betas, state.r_off, state.t_off)
+    return replace(state, rotmats=rot, trans=trans)
 
 
 def _perturb_offset(state, k: int, step: float):
     """``state`` with offset parameter k (rotations 0..3N−1, positions 3N..6N−1) moved."""
-    from rbmcap.calibrate.session import FitState
-
     n = state.r_off.shape[0]
     r_off, t_off = state.r_off.clone(), state.t_off.clone()
     if k < 3 * n:
@@ -370,7 +485,7 @@ def _perturb_offset(state, k: int, step: float):
     else:
         i, c = divmod(k - 3 * n, 3)
         t_off[i, c] += step
-    return FitState(state.rotmats, state.trans, state.betas, r_off, t_off)
+    return replace(state, r_off=r_off, t_off=t_off)
 
 
 def _round(x, digits: int = 2) -> float:

@@ -13,10 +13,10 @@ residual's size would see the same size before and after.
 from __future__ import annotations
 
 import numpy as np
-import roma
 import torch
 
-from rbmcap.calibrate.session import FitWeights, SessionFit
+from rbmcap.baseline.prior import default_pose_prior
+from rbmcap.calibrate.objective import FitWeights, SessionFit
 
 SLIP_MM = 10.0
 """A step of the mean residual vector by this much (mm) can mark a slip."""
@@ -29,7 +29,8 @@ def check_takes(
 
     Args:
         calib: a :class:`rbmcap.calibrate.Calibration` of the marker set of ``synth``.
-        captures: captures with the marker set's plates (``rbmcap.calibrate.fit.session_captures``).
+        captures: captures with the marker set's plates
+            (:func:`rbmcap.calibrate.session_fit.session_captures`).
         synth: the :class:`rbmcap.markers.Synthesizer` the calibration was fitted with.
         prior: the pose prior (None: the shipped one).
         max_frames: frames per take at most (evenly spread).
@@ -39,11 +40,10 @@ def check_takes(
         {capture name: {plate: {residual_mm, residual_deg, flags}}}.
     """
     if prior is None:
-        from rbmcap.baseline.prior import default_pose_prior
-
         prior = default_pose_prior()
     names = list(synth.markers.names)
-    offsets = _calibrated_offsets(calib, names)
+    arrays = calib.offsets(names)
+    offsets = (torch.from_numpy(arrays.rotation), torch.from_numpy(arrays.position))
     out = {}
     for k, cap in enumerate(captures):
         idx = _spread_frames(cap, max_frames)
@@ -62,18 +62,6 @@ def check_takes(
         _flag_inconsistent(plates)
         out[cap.source or f"capture {k}"] = plates
     return out
-
-
-def _calibrated_offsets(calib, names: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    """The calibration's rotation offsets (N, 3, 3) and position offsets (N, 3) m of the plates
-    ``names``, in that order (float64)."""
-    r_off = roma.rotvec_to_rotmat(
-        torch.as_tensor(np.stack([calib.plates[n].rotation for n in names]), dtype=torch.float64)
-    )
-    t_off = torch.as_tensor(
-        np.stack([calib.plates[n].position for n in names]), dtype=torch.float64
-    )
-    return r_off, t_off
 
 
 def _spread_frames(cap, max_frames: int) -> np.ndarray:

@@ -47,9 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from rbmcap.calibrate.run import calibrate_file
+    from rbmcap.calibrate import calibrate_files  # start-up: torch only when the command runs
 
-    calib, info = calibrate_file(
+    calib, info = calibrate_files(
         args.captures,
         args.out,
         markers=args.markers,

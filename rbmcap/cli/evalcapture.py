@@ -8,6 +8,8 @@ import argparse
 import json
 import math
 
+from rbmcap.errors import ConfigError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -40,10 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _eval_capture(args: argparse.Namespace) -> int:
-    from rbmcap.errors import ConfigError
-    from rbmcap.evaluation.reference import evaluate_against_reference
-    from rbmcap.io.capture import Capture
-    from rbmcap.motion.amass import read_motion
+    # start-up: the library loads torch, only when the command runs (not for --help)
+    from rbmcap.evaluation.reference import evaluate_against_reference  # (see above)
+    from rbmcap.io.capture import Capture  # (see above)
+    from rbmcap.motion.smpl_motion import read_motion  # (see above)
 
     if args.floor_iterations is not None and args.floor_iterations < 1:
         raise ConfigError(f"--floor-iterations must be ≥ 1, got {args.floor_iterations}")
@@ -51,7 +53,7 @@ def _eval_capture(args: argparse.Namespace) -> int:
     capture = Capture.load(args.capture)
     body = None
     if args.body is not None:
-        from rbmcap.body import load_body_model
+        from rbmcap.body import load_body_model  # start-up: torch, only with --body
 
         body = load_body_model(args.body, gender=motion.gender)
     report = evaluate_against_reference(

@@ -70,14 +70,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _infer(args: argparse.Namespace) -> int:
-    from rbmcap.inference import Predictor
-    from rbmcap.inference.capture import checkpoint_body
-    from rbmcap.inference.solve_capture import infer_capture
-    from rbmcap.io.capture import Capture
+    # start-up: the library loads torch, only when the command runs (not for --help)
+    from rbmcap.calibrate import Calibration  # (see above)
+    from rbmcap.inference import Predictor  # (see above)
+    from rbmcap.inference.capture import checkpoint_body  # (see above)
+    from rbmcap.inference.solve_capture import infer_capture  # (see above)
+    from rbmcap.io.capture import Capture  # (see above)
+    from rbmcap.io.export import export_motion  # (see above)
 
     capture = Capture.load(args.capture)
     predictor = None if args.ckpt is None else Predictor.from_checkpoint(args.ckpt)
-    calib = _load_calibration(args.calib)
+    calib = None if args.calib is None else Calibration.load(args.calib)
     body_id = predictor.body_id if predictor is not None else "standin"
     body = checkpoint_body(body_id, args.model)
     answer = infer_capture(
@@ -93,7 +96,7 @@ def _infer(args: argparse.Namespace) -> int:
         progress=sys.stderr.isatty(),
     )
     motion = answer.motion
-    written = _export(args, motion, body)
+    written = _export(args, motion, body, export_motion)
     summary = _summary(args, answer, predictor, calib, written)
     if args.json:
         print(json.dumps(summary))
@@ -106,19 +109,9 @@ def _infer(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_calibration(path: str | None):
-    """The :class:`rbmcap.calibrate.Calibration` at ``path``, or None without one."""
-    if path is None:
-        return None
-    from rbmcap.calibrate import Calibration
-
-    return Calibration.load(path)
-
-
-def _export(args: argparse.Namespace, motion, body) -> dict:
-    """Write the motion to ``--out`` and the exports asked for; returns what was written."""
-    from rbmcap.io.export import export_motion
-
+def _export(args: argparse.Namespace, motion, body, export_motion) -> dict:
+    """Write the motion to ``--out`` and the exports asked for (``export_motion``:
+    :func:`rbmcap.io.export.export_motion`); returns what was written."""
     ply_dir = args.ply_dir
     if args.ply_every is not None and ply_dir is None:
         ply_dir = Path(args.out).with_name(f"{Path(args.out).stem}_ply")
@@ -136,8 +129,6 @@ def _export(args: argparse.Namespace, motion, body) -> dict:
 def _summary(args: argparse.Namespace, answer, predictor, calib, written: dict) -> dict:
     """The run's summary: the capture, the method, the motion's frames and rate, the timing,
     the solver's settings, the model's rate, the marker set, the shape and the outputs."""
-    from rbmcap.inference.capture import model_fps
-
     motion = answer.motion
     return {
         "capture": args.capture,
@@ -147,7 +138,7 @@ def _summary(args: argparse.Namespace, answer, predictor, calib, written: dict) 
         "seconds_per_frame": answer.seconds_per_frame,
         "iterations": answer.iterations,
         "solver_config": answer.solver_config,
-        "model_fps": None if predictor is None else model_fps(predictor),
+        "model_fps": None if predictor is None else predictor.fps,
         "marker_set": motion.source.get("marker_set"),
         "calibrated": calib is not None,
         "betas": [round(float(b), 4) for b in motion.betas],

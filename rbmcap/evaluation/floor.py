@@ -36,9 +36,11 @@ import roma
 import torch
 
 from rbmcap.atomic import atomic_path
+from rbmcap.baseline.prior import default_pose_prior, load_pose_prior
 from rbmcap.errors import DataError
 from rbmcap.geometry.kinematics import forward_kinematics
 from rbmcap.geometry.registration import rigid_registration
+from rbmcap.paths import cache_dir
 from rbmcap.skeleton import SMPL_PARENTS
 
 SIGMA_MM = 10.0
@@ -149,8 +151,6 @@ def _cache_path(body, ref, seen, joints, prior, scales):
     """``cache_dir()/floor/<key>.npz``, the key a SHA-256 of the fit's inputs (module docstring).
     The rest skeleton is linear in the betas, so it is fixed by its value at zero and at each
     unit beta."""
-    from rbmcap.paths import cache_dir
-
     h = hashlib.sha256(CACHE_VERSION)
     with torch.no_grad():
         basis = torch.cat([torch.zeros(1, body.num_betas), torch.eye(body.num_betas)])
@@ -219,8 +219,6 @@ def _checked_points(points, valid, joints) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _pose_prior(prior):
     """The prior given (an object or a path), or the shipped one, in float32."""
-    from rbmcap.baseline.prior import default_pose_prior, load_pose_prior
-
     if prior is None:
         prior = default_pose_prior()
     elif not hasattr(prior, "neg_log_likelihood"):

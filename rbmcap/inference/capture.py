@@ -5,8 +5,8 @@
 1. the capture's plates are matched to the checkpoint's marker set **by name** (capture plates
    the marker set does not use are ignored; a marker-set plate the capture lacks is one
    :class:`DataError` naming it), so the capture's plate order does not matter;
-2. a calibration (``rbmcap.calibrate``), when given, maps the physical plates onto their virtual
-   counterparts (``apply_calibration``);
+2. a calibration (:class:`rbmcap.calibrate.Calibration`), when given, maps the physical plates
+   onto their virtual counterparts (``Calibration.apply``);
 3. when the capture's rate differs from the rate the network was trained at, the observations
    are resampled to that rate (positions linearly, rotations by slerp, a sample valid only where
    both neighbours are), predicted there, and the motion is sampled back at the capture's own
@@ -32,8 +32,10 @@ import numpy as np
 import roma
 import torch
 
+from rbmcap.body import load_body_model
 from rbmcap.errors import DataError
 from rbmcap.geometry import rotmat_slerp
+from rbmcap.markers.synth import Synthesizer
 from rbmcap.motion.resample import resample_times, sample_frames
 from rbmcap.motion.smpl_motion import GENDERS, SMPLMotion
 
@@ -62,6 +64,23 @@ def match_plates(capture, names: list[str], marker_set: str):
     return capture.select(names)
 
 
+def calibrated_plates(capture, names: list[str], marker_set: str, calibration=None):
+    """The capture's plates named ``names`` in that order (:func:`match_plates`), mapped onto
+    their virtual counterparts by ``calibration`` when given (a
+    :class:`~rbmcap.io.capture.Capture`).
+
+    Raises:
+        DataError: a marker-set plate is missing from the capture, or it has no frames.
+        ConfigError: the calibration has no offset for a plate (it names the calibration file).
+    """
+    cap = match_plates(capture, names, marker_set)
+    if calibration is not None:
+        cap = calibration.apply(cap)
+    if cap.num_frames == 0:
+        raise DataError(f"{capture.source or 'capture'}: no frames")
+    return cap
+
+
 def _lerp(x: np.ndarray, lo, hi, w) -> np.ndarray:
     shape = (-1,) + (1,) * (x.ndim - 1)
     return x[lo] * (1.0 - w.reshape(shape)) + x[hi] * w.reshape(shape)
@@ -87,12 +106,6 @@ def resample_observations(pos, rot, valid, fps_in: float, fps_out: float):
     )
 
 
-def _apply_calibration(capture, calibration):
-    from rbmcap.calibrate import apply_calibration  # lazily: calibration is optional
-
-    return apply_calibration(capture, calibration)
-
-
 def _calibrated_betas(predictor, params, calibration, obs):
     """(betas (B,), trans (T, 3)): the calibration's betas with the body placed on the plates
     (:func:`place_on_plates`), or the prediction's when the calibration has none."""
@@ -106,8 +119,6 @@ def _calibrated_betas(predictor, params, calibration, obs):
     rest = predictor.model.joint_model.rest_joints
     with torch.no_grad():
         shift = rest(params.betas[None])[0, 0] - rest(given[None])[0, 0]
-    from rbmcap.markers.synth import Synthesizer
-
     synth = Synthesizer(checkpoint_body(predictor.body_id), predictor.marker_set)
     trans = place_on_plates(synth, params.poses, given, obs[0], obs[2])
     seen = obs[2].any(axis=1)
@@ -158,11 +169,7 @@ def predict_capture(predictor, capture, calibration=None, *, progress: bool = Fa
         :class:`SMPLMotion` with the capture's frame count and fps: ``poses`` (T, 24, 3),
         ``trans`` (T, 3) m, world Z up, ``betas`` (B,), the checkpoint body's gender.
     """
-    cap = match_plates(capture, predictor.marker_names, predictor.marker_set)
-    if calibration is not None:
-        cap = _apply_calibration(cap, calibration)
-    if cap.num_frames == 0:
-        raise DataError(f"{capture.source or 'capture'}: no frames")
+    cap = calibrated_plates(capture, predictor.marker_names, predictor.marker_set, calibration)
     fps = model_fps(predictor)
     same_rate = abs(fps - cap.fps) <= 1e-6 * fps
     obs = (cap.pos, cap.rot, cap.valid)
@@ -202,8 +209,6 @@ def checkpoint_body(body_id: str, spec: str | None = None):
     Raises:
         ModelError: the model file is not found (pass ``spec``, e.g. ``--model``).
     """
-    from rbmcap.body import load_body_model
-
     gender = _gender(body_id)
     if spec is not None:
         return load_body_model(spec, gender=gender)

@@ -11,7 +11,7 @@ The solver side (:func:`solve_capture`):
 
 1. the capture's plates are matched to the marker set by name (as for the network);
 2. a calibration, when given, maps the physical plates onto their virtual counterparts
-   (``rbmcap.calibrate.apply_calibration``), and its betas are the solver's betas, **held**
+   (:meth:`rbmcap.calibrate.Calibration.apply`), and its betas are the solver's betas, **held**
    (``Solver.solve(hold_betas=True)``): the calibration measured the subject's shape on frames
    chosen for it, and a solve of one take would otherwise trade shape against pose. Without a
    calibration the betas are fitted with the pose (from the network's in the hybrid);
@@ -31,8 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
+from rbmcap.baseline.prior import default_pose_prior
+from rbmcap.baseline.solver import Solver
 from rbmcap.errors import ConfigError, DataError
-from rbmcap.markers.markerset import DEFAULT_MARKERS
+from rbmcap.inference.capture import calibrated_plates, checkpoint_body, predict_capture
+from rbmcap.markers.markerset import DEFAULT_MARKERS, MarkerSet, load_marker_set
 from rbmcap.motion.smpl_motion import SMPLMotion
 
 METHODS = ("network", "solver", "hybrid")
@@ -97,14 +100,11 @@ def solve_capture(
 
     Raises:
         DataError: a marker-set plate missing from the capture, no frames, an ``init`` of
-            another frame count. ConfigError: a bad solver configuration.
+            another frame count. ConfigError: a bad solver configuration, a calibration
+            without an offset for a plate.
     """
-    from rbmcap.baseline.prior import default_pose_prior
-    from rbmcap.baseline.solver import Solver
-    from rbmcap.markers.markerset import MarkerSet, load_marker_set
-
     ms = markers if isinstance(markers, MarkerSet) else load_marker_set(markers)
-    cap = _calibrated_plates(capture, ms, calibration)
+    cap = calibrated_plates(capture, list(ms.names), ms.name, calibration)
     start = _start(cap, init, calibration, capture.source or "capture")
     held = getattr(calibration, "betas", None) is not None
     solver = Solver(
@@ -141,20 +141,6 @@ def _solution_motion(
         name=Path(capture.source).stem if capture.source else "capture",
         source=source,
     )
-
-
-def _calibrated_plates(capture, markers, calibration):
-    """The capture's plates in the marker set's order, mapped by the calibration when given."""
-    from rbmcap.inference.capture import match_plates
-
-    cap = match_plates(capture, list(markers.names), markers.name)
-    if calibration is not None:
-        from rbmcap.calibrate import apply_calibration
-
-        cap = apply_calibration(cap, calibration)
-    if cap.num_frames == 0:
-        raise DataError(f"{capture.source or 'capture'}: no frames")
-    return cap
 
 
 def _start(cap, init: SMPLMotion | None, calibration, label: str) -> dict[str, np.ndarray]:
@@ -204,8 +190,6 @@ def infer_capture(
     t0 = time.perf_counter()
     init = None
     if predictor is not None and method in ("network", "hybrid"):
-        from rbmcap.inference.capture import predict_capture
-
         init = predict_capture(predictor, capture, calibration, progress=progress)
         if method == "network":
             return CaptureAnswer(init, method, time.perf_counter() - t0)
@@ -243,8 +227,6 @@ def _solver_body_and_markers(predictor, body, markers):
     """The body and marker set the solver fits: those given, else the checkpoint's, else the
     stand-in body and rbm14."""
     if body is None:
-        from rbmcap.inference.capture import checkpoint_body
-
         body = checkpoint_body(predictor.body_id if predictor is not None else "standin")
     if markers is None:
         markers = predictor.marker_set if predictor is not None else DEFAULT_MARKERS

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
+from rbmcap.calibrate.session_fit import calibrate
 from rbmcap.errors import DataError
+from rbmcap.inference.capture import checkpoint_body
+from rbmcap.io.capture import Capture
+from rbmcap.markers.synth import Synthesizer
 
 log = logging.getLogger("rbmcap.live")
 
@@ -57,18 +61,7 @@ class LiveCalibration:
 
     def calibrate(self, stream, frames, fps: float, predictor):
         """Calibrate ``stream``'s subject on ``frames`` (its plates as observed)."""
-        from rbmcap.calibrate.fit import calibrate
-        from rbmcap.inference.capture import checkpoint_body
-        from rbmcap.io.capture import Capture
-        from rbmcap.markers.synth import Synthesizer
-
-        saved = stream.subject.calibration
-        stream.set_calibration(None)
-        try:
-            plates = [stream.plates(f) for f in frames]
-        finally:
-            stream.set_calibration(saved)
-        pos, rot, valid = (np.stack(x) for x in zip(*plates))
+        pos, rot, valid = (np.stack(x) for x in zip(*(stream.observed(f) for f in frames)))
         if not valid.any(axis=0).all():
             unseen = [n for n, v in zip(stream.marker_names, valid.any(axis=0)) if not v]
             raise DataError(f"live calibration: plate {unseen[0]!r} was never seen while recording")

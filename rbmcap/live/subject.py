@@ -18,10 +18,9 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-import roma
-import torch
 
 from rbmcap.errors import ConfigError
+from rbmcap.io.names import map_names
 from rbmcap.live.frames import LivePose, RigidBodyFrame
 
 log = logging.getLogger("rbmcap.live")
@@ -82,23 +81,20 @@ class SubjectStream:
         self.set_calibration(subject.calibration)
 
     def set_calibration(self, calibration) -> None:
-        """Map the plates through ``calibration`` from the next frame on (None: as observed)."""
+        """Map the plates through ``calibration`` from the next frame on (None: as observed).
+
+        Raises:
+            ConfigError: the calibration has no offset for a plate of the marker set (naming
+                the subject and the calibration file).
+        """
+        offsets = None
+        if calibration is not None:
+            try:
+                offsets = calibration.offsets(self.marker_names)
+            except ConfigError as exc:
+                raise ConfigError(f"subject {self.subject.name or '(unnamed)'}: {exc}") from None
         self.subject.calibration = calibration
-        if calibration is None:
-            self._offsets = None
-            return
-        missing = [n for n in self.marker_names if n not in calibration.plates]
-        if missing:
-            raise ConfigError(
-                f"subject {self.subject.name or '(unnamed)'}: the calibration has no offset for "
-                f"plate {missing[0]!r}"
-            )
-        offs = [calibration.plates[n] for n in self.marker_names]
-        rot = roma.rotvec_to_rotmat(torch.as_tensor(np.stack([o.rotation for o in offs])))
-        self._offsets = (
-            rot.double().numpy().transpose(0, 2, 1).copy(),
-            np.stack([o.position for o in offs]).astype(np.float64),
-        )
+        self._offsets = offsets
 
     def columns(self, names: tuple[str, ...], strict: bool = False) -> np.ndarray:
         """(N,) index of each marker-set plate among a frame's ``names`` (cached per names);
@@ -112,8 +108,6 @@ class SubjectStream:
         found = self._columns.get(names)
         if found is not None:
             return found
-        from rbmcap.io.names import map_names
-
         own = {}
         for i, name in enumerate(names):
             short = strip_prefix(name, self.subject.name)
@@ -138,20 +132,23 @@ class SubjectStream:
         self._columns[names] = found
         return found
 
-    def plates(self, frame: RigidBodyFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The subject's plates of ``frame`` in marker-set order, calibrated: pos (N, 3),
-        rot (N, 3, 3) float32, valid (N,)."""
+    def observed(self, frame: RigidBodyFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The subject's plates of ``frame`` in marker-set order, as observed: pos (N, 3),
+        rot (N, 3, 3), valid (N,) (a plate no rigid body maps to: unseen)."""
         idx = self.columns(frame.names)
         pos, rot, valid = frame.pos[idx], frame.rot[idx], frame.valid[idx]
         if idx.min() < 0:
             gone = idx < 0
             pos[gone], rot[gone], valid[gone] = 0.0, np.eye(3, dtype=rot.dtype), False
-        if self._offsets is not None:
-            r_off_t, t_off = self._offsets
-            r_virt = rot.astype(np.float64) @ r_off_t
-            p_virt = pos.astype(np.float64) - (r_virt @ t_off[..., None])[..., 0]
-            pos, rot = p_virt.astype(np.float32), r_virt.astype(np.float32)
         return pos, rot, valid
+
+    def plates(self, frame: RigidBodyFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`observed`, mapped onto the virtual plates by the calibration when there is one
+        (:meth:`rbmcap.calibrate.PlateOffsets.apply`: pos, rot float32)."""
+        pos, rot, valid = self.observed(frame)
+        if self._offsets is None:
+            return pos, rot, valid
+        return self._offsets.apply(pos, rot, valid)
 
 
 class SubjectGroup:

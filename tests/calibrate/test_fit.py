@@ -5,7 +5,8 @@ walking, the ``realistic`` preset and physical offsets up to 15° and 3 cm; spli
 capture and a walk capture. What must hold: frames are chosen for variety; the fit over both maps
 the walk's plates onto the clean virtual ones closer than the preset's own placement error;
 left/right swaps, slips, a plate missing from the static and impossible bodies are caught; the
-report says what one still pose cannot determine; the command line takes several captures.
+report says what one still pose leaves open and whether a calibration is usable for inference; the
+command line takes several captures.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import pytest
 import torch
 from helpers.scenes import tpose_then_walk
 
-from rbmcap.calibrate import Calibration, apply_calibration, calibrate, check_takes
-from rbmcap.calibrate.fit import session_captures
+from rbmcap.calibrate import Calibration, calibrate, check_takes
 from rbmcap.calibrate.frames import select_frames
+from rbmcap.calibrate.report import USABLE_JOINTS_MM
+from rbmcap.calibrate.session_fit import session_captures
 from rbmcap.cli.main import main
 from rbmcap.errors import EXIT_DATA, EXIT_USAGE, ConfigError, DataError
 from rbmcap.geometry import rotmat_geodesic_angle
@@ -71,7 +73,7 @@ def test_a_static_gives_few_frames_and_a_walk_many(session):
 
 def test_static_and_walk_map_the_plates_closer_than_the_presets_own_error(session, calibrated):
     scene, _, walk = session
-    mapped = apply_calibration(walk, calibrated)
+    mapped = calibrated.apply(walk)
     pos_mm, rot_deg = _mapped_error(scene, mapped, STATIC)
     realistic = replace(walk, pos=scene.observed.pos[STATIC:], rot=scene.observed.rot[STATIC:])
     raw_mm, raw_deg = _mapped_error(scene, realistic, STATIC)
@@ -87,12 +89,28 @@ def test_static_and_walk_map_the_plates_closer_than_the_presets_own_error(sessio
     assert not calibrated.report.flags(), calibrated.report.flags()
 
 
-def test_the_report_names_what_one_still_pose_cannot_determine(session, calibrated):
+def test_the_report_says_what_one_still_pose_leaves_open_and_whether_it_is_usable(
+    session, calibrated
+):
     scene, static, _ = session
-    alone = calibrate(static, scene.synth, betas=scene.betas)
-    shifts = [u for u in alone.report.undetermined if "all plates shifted together" in u]
-    assert len(shifts) == 3, alone.report.undetermined
-    assert not any("all plates" in u for u in calibrated.report.undetermined)
+    alone = calibrate(static, scene.synth, betas=scene.betas).report
+    both = calibrated.report
+    print(f"{alone}\n\n{both}")
+    shifts = [u for u in alone.left_open if "all plates shifted together" in u]
+    assert len(shifts) == 3, alone.left_open
+    assert not any("all plates" in u for u in both.left_open)
+    # a still pose leaves the offsets loose enough to move the joints; motion pins them
+    assert alone.joints_mm > USABLE_JOINTS_MM and not alone.usable()
+    loose = [n for n, p in alone.plates.items() if not p["determined"]]
+    assert {"left_hand", "right_hand", "left_foot", "right_foot"} <= set(loose), alone.plates
+    assert str(alone).splitlines()[-1].startswith("NOT usable for inference")
+    assert both.joints_mm <= USABLE_JOINTS_MM and both.usable(), str(both)
+    assert all(p["determined"] for p in both.plates.values()), both.plates
+    assert str(both).splitlines()[-1].startswith("usable for inference")
+    # a twist about a segment is left to the pose prior, and it moves no joint
+    twists = [u for u in both.left_open if "about the segment's axis" in u]
+    assert twists and all("the pose prior" in u for u in twists), both.left_open
+    assert all(float(u.rsplit("±", 1)[1].split()[0]) <= 3 for u in twists), twists
 
 
 def test_left_and_right_swapped_is_one_error_naming_both(session):

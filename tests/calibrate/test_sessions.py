@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from helpers import scenes_static as S
 
-from rbmcap.calibrate import apply_calibration, calibrate, check_takes
+from rbmcap.calibrate import calibrate, check_takes
 from rbmcap.errors import RBMCapError
 
 MISS = (
@@ -120,7 +120,7 @@ def assert_caught(run, *plates: str) -> str:
 def test_a_short_tpose_session_calibrates_close_to_clean_plates():
     session = _session("tpose", **SMOKE)
     calib, seconds = run_calibration("tpose", **SMOKE, betas_given=False)
-    mapped = apply_calibration(session.capture, calib)
+    mapped = calib.apply(session.capture)
     assert mapped.names == session.capture.names and mapped.num_frames == session.capture.num_frames
     err = S.offset_errors(calib, session)
     check_inference(

@@ -19,7 +19,6 @@ from helpers.scenes import FPS, tpose_then_walk
 
 from rbmcap.calibrate import (
     Calibration,
-    apply_calibration,
     calibrate_tpose,
     detect_tpose,
     virtual_tpose,
@@ -138,9 +137,9 @@ def test_offsets_and_shape_estimated(scene):
     assert v2v_mm < 30.0, report
 
 
-def test_apply_calibration_maps_physical_plates_onto_virtual(scene):
+def test_a_calibration_maps_physical_plates_onto_virtual(scene):
     calib = calibrate_tpose(scene.capture, scene.synth, betas=scene.betas)
-    mapped = apply_calibration(scene.capture, calib)
+    mapped = calib.apply(scene.capture)
     after = slice(TPOSE, None)  # the walk, away from the T-pose
     valid = mapped.valid[after]
     ideal, real = scene.ideal, scene.observed
@@ -162,11 +161,9 @@ def test_apply_calibration_maps_physical_plates_onto_virtual(scene):
     # the common transform (~8 mm), which no T-pose can tell apart from the offsets and which,
     # once the body moves, no longer acts as one rigid transform.
     assert pos_mm.mean() < 14.0 and rot_deg.mean() < 3.5, report
-    with pytest.raises(DataError, match="head"):
-        apply_calibration(
-            scene.capture,
-            Calibration(calib.betas, calib.frames, calib.rotation, calib.translation, {}),
-        )
+    empty = Calibration(calib.betas, calib.frames, calib.rotation, calib.translation, {})
+    with pytest.raises(ConfigError, match="calibration: no offset for plate 'head'"):
+        empty.apply(scene.capture)
 
 
 def test_calibration_yaml_round_trip(scene, tmp_path):

@@ -24,7 +24,7 @@ from helpers.fuzzing import check_reader, fuzz_settings, yaml_mutated
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rbmcap.calibrate.file import Calibration, PlateOffset
+from rbmcap.calibrate.calibration import Calibration, PlateOffset
 from rbmcap.config.packaged import conf_file
 from rbmcap.errors import ConfigError, FormatError
 from rbmcap.io.names import load_mapping, map_names

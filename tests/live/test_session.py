@@ -18,8 +18,7 @@ from helpers.live import (
     synthetic_take,
 )
 
-from rbmcap.calibrate.file import Calibration, PlateOffset
-from rbmcap.calibrate.offsets import apply_calibration
+from rbmcap.calibrate.calibration import Calibration, PlateOffset
 from rbmcap.errors import ConfigError
 from rbmcap.inference import Predictor
 from rbmcap.live.frames import RigidBodyFrame
@@ -156,7 +155,7 @@ def test_subjects_are_posed_apart_each_with_its_own_calibration(predictor, take)
     for name in ("alice", "bob"):
         own = [p for p in sink.poses if p.subject == name]
         mine = both.select([f"{name}_{n}" for n in take.names], rename=list(take.names))
-        cal = apply_calibration(mine, calibs[name])
+        cal = calibs[name].apply(mine)
         answer = offline_answer(predictor, cal.pos, cal.rot, cal.valid, _posed_frames(own), 4)
         assert max_difference(own, answer) < 1e-5
         where[name] = np.mean([p.trans[0] for p in own])

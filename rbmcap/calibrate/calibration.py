@@ -1,4 +1,15 @@
-"""The calibration file (``calib.yaml``): what ``rbmcap calibrate`` writes.
+"""A session's calibration: the subject's shape and each plate's constant offset from its virtual
+plate, the one place that offsets are turned into arrays and applied, and the file ``rbmcap
+calibrate`` writes (``calib.yaml``).
+
+The offsets, in the virtual plate's frame (:func:`to_physical`; its inverse :func:`to_virtual`)::
+
+    R_phys = R_virt · R_off        p_phys = p_virt + R_virt · t_off
+
+:meth:`Calibration.offsets` gives the arrays for plates in a given order
+(:class:`PlateOffsets`, checked against the file's names); :meth:`PlateOffsets.apply` maps
+observed plates onto their virtual counterparts frame by frame (``rbmcap live``) and
+:meth:`Calibration.apply` a whole capture (``rbmcap infer``, ``rbmcap calibrate``'s checks).
 
 Schema (fixed, so files move between tools and people)::
 
@@ -10,17 +21,18 @@ Schema (fixed, so files move between tools and people)::
       left_shin: {rotation_offset: [rx, ry, rz], position_offset_m: [x, y, z],
                   residual_mm: 4.1, residual_deg: 1.2}      # residuals optional (diagnostics)
 
-Rotations are rotation vectors in radians; offsets are in the plate's (virtual) frame:
-``R_phys = R_virt · R_off`` and ``p_phys = p_virt + R_virt · t_off``.
+Rotations are rotation vectors in radians.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import roma
+import torch
 import yaml
 
 from rbmcap.atomic import write_text_atomic
@@ -30,6 +42,7 @@ from rbmcap.errors import ConfigError, FormatError
 
 if TYPE_CHECKING:
     from rbmcap.calibrate.report import CalibrationReport
+    from rbmcap.io.capture import Capture
 
 HEADER = (
     "# rbmcap calibration. frames: the frames fitted, per capture (array positions).\n"
@@ -44,6 +57,62 @@ PLATE_KEYS = ("rotation_offset", "position_offset_m")
 PLATE_OPTIONAL = ("residual_mm", "residual_deg")
 MAX_FRAME = 2.0**53
 """Largest frame position accepted (every integer up to it is exact in a float64)."""
+
+
+def to_physical(virt_pos, virt_rot, r_off, t_off):
+    """Physical plates from virtual ones: ``(p_virt + R_virt t_off, R_virt R_off)``.
+
+    Args:
+        virt_pos: (..., N, 3) m; virt_rot: (..., N, 3, 3) world-from-plate; r_off: (N, 3, 3);
+            t_off: (N, 3) m, in the virtual plate's frame. NumPy arrays or tensors alike.
+    """
+    return virt_pos + (virt_rot @ t_off[..., None])[..., 0], virt_rot @ r_off
+
+
+def to_virtual(pos, rot, r_off, t_off):
+    """Virtual plates from observed (physical) ones, the inverse of :func:`to_physical`:
+    ``R_virt = R_phys R_offᵀ``, ``p_virt = p_phys − R_virt t_off`` (shapes as there)."""
+    r_virt = rot @ r_off.swapaxes(-1, -2)
+    return pos - (r_virt @ t_off[..., None])[..., 0], r_virt
+
+
+def offsets_between(virt_pos, virt_rot, phys_pos, phys_rot):
+    """The offsets (R_off (..., 3, 3), t_off (..., 3) m) that carry virtual plates onto physical
+    ones, both in the same world: ``R_off = R_virtᵀ R_phys``, ``t_off = R_virtᵀ (p_phys −
+    p_virt)``."""
+    rt = virt_rot.swapaxes(-1, -2)
+    return rt @ phys_rot, (rt @ (phys_pos - virt_pos)[..., None])[..., 0]
+
+
+@dataclass(frozen=True, eq=False)
+class PlateOffsets:
+    """A calibration's offsets as arrays, for plates in the order of ``names``.
+
+    Attributes:
+        names: the plates, in the order of the arrays.
+        rotation: (N, 3, 3) R_off, float64; position: (N, 3) t_off, m, float64.
+    """
+
+    names: tuple[str, ...]
+    rotation: np.ndarray
+    position: np.ndarray
+
+    def apply(self, pos, rot, valid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Observed plates onto their virtual counterparts (:func:`to_virtual`, in float64).
+
+        Args:
+            pos: (..., N, 3) m; rot: (..., N, 3, 3); valid: (..., N) bool, N = ``len(names)``.
+
+        Returns:
+            pos, rot as float32 and a copy of valid; plates not seen keep their observed values.
+        """
+        p = np.asarray(pos, dtype=np.float64)
+        r = np.asarray(rot, dtype=np.float64)
+        seen = np.array(valid, dtype=bool)
+        vp, vr = to_virtual(p, r, self.rotation, self.position)
+        vp = np.where(seen[..., None], vp, p)
+        vr = np.where(seen[..., None, None], vr, r)
+        return vp.astype(np.float32), vr.astype(np.float32), seen
 
 
 @dataclass(eq=False)
@@ -71,6 +140,8 @@ class Calibration:
         captures: the captures' names, in the order of ``frames`` (may be empty).
         report: the fit's diagnostics (:class:`rbmcap.calibrate.report.CalibrationReport`), or
             None for a calibration read from a file.
+        source: the file it was read from or written to (errors name it), or None.
+        lines: plate name -> its line in ``source`` (1-based), where known.
     """
 
     betas: np.ndarray
@@ -80,6 +151,47 @@ class Calibration:
     plates: dict[str, PlateOffset] = field(default_factory=dict)
     captures: list[str] = field(default_factory=list)
     report: CalibrationReport | None = None
+    source: str | None = None
+    lines: dict[str, int] = field(default_factory=dict)
+
+    def offsets(self, names) -> PlateOffsets:
+        """The offsets of the plates ``names`` (a marker set's, in its order) as arrays.
+
+        Raises:
+            ConfigError: a plate of ``names`` has no offset here; the message names the
+                calibration file, the line and name of a plate it has that ``names`` lacks (a
+                misspelling), and the names expected.
+        """
+        names = tuple(names)
+        missing = [n for n in names if n not in self.plates]
+        if missing:
+            raise ConfigError(self._mismatch(names, missing))
+        offs = [self.plates[n] for n in names]
+        rotvecs = torch.as_tensor(np.stack([o.rotation for o in offs]), dtype=torch.float64)
+        return PlateOffsets(
+            names,
+            roma.rotvec_to_rotmat(rotvecs).numpy(),
+            np.stack([o.position for o in offs]).astype(np.float64),
+        )
+
+    def apply(self, capture: Capture) -> Capture:
+        """``capture`` with every plate mapped onto its virtual counterpart (a new Capture,
+        float32; plates not seen keep their values). Raises ConfigError as :meth:`offsets`."""
+        pos, rot, valid = self.offsets(capture.names).apply(capture.pos, capture.rot, capture.valid)
+        return replace(capture, pos=pos, rot=rot, valid=valid)
+
+    def _mismatch(self, names: tuple[str, ...], missing: list[str]) -> str:
+        """The message of :meth:`offsets` for plates ``missing`` from the calibration."""
+        where = self.source or "calibration"
+        unknown = [n for n in self.plates if n not in names]
+        expected = f"expected the plates {', '.join(names)}"
+        if unknown:
+            line = self.lines.get(unknown[0])
+            head = f"{where}:{line}" if line else where
+            return (
+                f"{head}: unknown plate {unknown[0]!r} (no offset for {missing[0]!r}); {expected}"
+            )
+        return f"{where}: no offset for plate {missing[0]!r}; {expected}"
 
     def to_dict(self) -> dict:
         """The YAML content (plain lists and floats)."""
@@ -107,8 +219,10 @@ class Calibration:
 
     def save(self, path: str | Path) -> Path:
         """Write the YAML file atomically."""
-        text = yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
-        return write_text_atomic(path, HEADER + text)
+        text = HEADER + yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
+        out = write_text_atomic(path, text)
+        self.source, self.lines = str(out), _plate_lines(text)
+        return out
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
@@ -125,7 +239,24 @@ class Calibration:
                 f"{path}: not a calibration file: expected a mapping with keys "
                 f"{', '.join(KEYS)}, got {type_name(data)}"
             )
-        return from_dict(data, str(path))
+        calib = from_dict(data, str(path))
+        calib.source, calib.lines = str(path), _plate_lines(path.read_text(encoding="utf-8"))
+        return calib
+
+
+def _plate_lines(text: str) -> dict[str, int]:
+    """Plate name -> line (1-based) of its key under ``plates`` in a calibration's YAML text
+    (already read safely, so composing it again is bounded); empty where it is not that shape."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(root, yaml.MappingNode):
+        return {}
+    for key, value in root.value:
+        if key.value == "plates" and isinstance(value, yaml.MappingNode):
+            return {str(k.value): k.start_mark.line + 1 for k, _ in value.value}
+    return {}
 
 
 def from_dict(data, where: str = "calibration") -> Calibration:

@@ -40,6 +40,7 @@ import torch
 
 from rbmcap.baseline.init import dominant_joints
 from rbmcap.baseline.objective import compose_rotmats
+from rbmcap.calibrate.calibration import to_physical
 from rbmcap.calibrate.start import (
     REFERENCE_ARMS_DEG,
     headings,
@@ -206,7 +207,7 @@ class SessionFit:
     def physical(self, state: FitState) -> tuple[torch.Tensor, torch.Tensor]:
         """Predicted physical plates (F, N, 3), (F, N, 3, 3): virtual plates with the offsets."""
         vp, vr = self.virtual(state.rotmats, state.betas, state.trans)
-        return vp + (vr @ state.t_off[..., None])[..., 0], vr @ state.r_off
+        return to_physical(vp, vr, state.r_off, state.t_off)
 
     def residuals(self, state: FitState) -> tuple[torch.Tensor, torch.Tensor]:
         """Per frame and plate: position error (F, N) mm and rotation error (F, N) degrees
@@ -372,7 +373,7 @@ class SessionFit:
         offsets."""
         wt = self.weights
         vp, vr = self.virtual(state.rotmats, state.betas, state.trans)
-        p, r = vp + (vr @ state.t_off[..., None])[..., 0], vr @ state.r_off
+        p, r = to_physical(vp, vr, state.r_off, state.t_off)
         sp = wt.position_sigma_mm * 1e-3
         out = {"position": (self.w * ((p - self.pos) ** 2).sum(-1)).sum() / sp**2}
         sr = math.radians(wt.rotation_sigma_deg)

@@ -249,6 +249,9 @@ class HybridMethod(Method):
         (the solver's own, so the timed solves stop at the same points and pay the same)."""
         records, frames = [], 0
         for seq in split:
+            log.info(
+                "  measuring its cost on %s (%d frames, %d iterations)", seq.name, seq.frames, most
+            )
             sol = self.solve.solve(seq, init=self.start(seq), iterations=most)
             network_seconds = self.network.answers[seq.name][1]
             record = sol.record.to_dict()

@@ -41,6 +41,7 @@ def test_quick_demo_runs_every_stage_and_reports_finite_figures(tmp_path, capsys
     assert metrics["options"]["solver_iterations"] == QUICK.solver_iterations
     assert metrics["options"]["max_frames"] == QUICK.eval_frames
     assert metrics["options"]["frames_per_sequence"] == QUICK.frames_per_sequence
+    assert metrics["options"]["hybrid_margin"] == QUICK.hybrid_margin
     base = metrics["methods"]["baseline_6dof"]
     assert base["frames"] <= QUICK.eval_frames
     assert base["convergence"][0]["iterations"][-1] == QUICK.solver_iterations

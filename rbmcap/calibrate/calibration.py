@@ -218,7 +218,7 @@ class Calibration:
         return data
 
     def save(self, path: str | Path) -> Path:
-        """Write the YAML file atomically."""
+        """Write the YAML file atomically; it becomes the calibration's ``source``."""
         text = HEADER + yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
         out = write_text_atomic(path, text)
         self.source, self.lines = str(out), _plate_lines(text)

@@ -7,7 +7,8 @@
 - :mod:`~rbmcap.calibrate.frames`: which frames of each capture the fit uses.
 - :mod:`~rbmcap.calibrate.start`: each frame's heading from plate positions; left/right checks.
 - :mod:`~rbmcap.calibrate.objective`: the fit over frames (betas, poses, plate offsets).
-- :mod:`~rbmcap.calibrate.report`: diagnostics; :mod:`~rbmcap.calibrate.takes`: whole takes.
+- :mod:`~rbmcap.calibrate.report`: diagnostics; :mod:`~rbmcap.calibrate.determination`: what
+  the frames determine, for the poses; :mod:`~rbmcap.calibrate.takes`: whole takes.
 - :mod:`~rbmcap.calibrate.tpose_fit`: the quick start on a T-pose (:func:`calibrate_tpose`).
 """
 

@@ -69,7 +69,7 @@ def _info(args) -> int:
 
 
 def _render(args) -> int:
-    # start-up: matplotlib would add about 0.6 s to every rbmcap command (docs/cli.md)
+    # start-up: matplotlib adds about 0.25 s to every command (docs/benchmarks.md)
     from rbmcap.body.mesh_pictures import render_meshes
 
     if args.out.suffix.lower() != ".png":

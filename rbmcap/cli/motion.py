@@ -218,7 +218,7 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    # start-up: matplotlib would add about 0.6 s to every rbmcap command (docs/cli.md)
+    # start-up: matplotlib adds about 0.25 s to every command (docs/benchmarks.md)
     from rbmcap.motion.skeleton_animation import render_motion
 
     motion = read_motion(args.file)

@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args) -> int:
-    # start-up: matplotlib would add about 0.6 s to every rbmcap command (docs/cli.md)
+    # start-up: matplotlib adds about 0.25 s to every command (docs/benchmarks.md)
     from rbmcap.render.clip import render
 
     fields = [f.name for f in dataclasses.fields(RenderOptions)]

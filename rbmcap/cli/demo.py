@@ -34,7 +34,7 @@ class DemoBudget:
         eval_frames: test frames evaluated at most.
         frames_per_sequence: frames evaluated per test sequence (None: all up to ``eval_frames``).
         solver_iterations: the baseline's iterations (None: its config's); the hybrid's are
-            planned from the baseline's measured time.
+            what its own measured solves fit in a share of the baseline's time.
         skinning: options of ``rbmcap bench skinning`` (:func:`rbmcap.bench.skinning.run`).
         hybrid_margin: share of the hybrid's time budget planned for
             (:attr:`rbmcap.evaluation.EvalOptions.hybrid_margin`).
@@ -43,17 +43,17 @@ class DemoBudget:
     train_overrides: tuple[str, ...] = ()
     eval_frames: int = 2000
     frames_per_sequence: int | None = 250
-    solver_iterations: int | None = 150
+    solver_iterations: int | None = 200
     skinning: tuple[tuple[str, object], ...] = (("repeats", 3),)
-    # a busy machine's load changes between the hybrid's measuring solve and its timed ones by
-    # up to a fifth: planned on three quarters of its budget, it stays within it
+    # a busy machine's load moves between the hybrid's measuring solve and its timed ones:
+    # planned on three quarters of its budget, it keeps to it
     hybrid_margin: float = 0.75
 
 
 FULL = DemoBudget()
 """``make demo``: ``experiment=demo`` as configured (its training time included), eight test
-sequences of 250 frames, the baseline up to 150 iterations (it converges well before on this
-data), the skinning bench at its own batch, best of 3 rounds."""
+sequences of 250 frames, the baseline up to 200 iterations (enough to see where it converged on
+this data), the skinning bench at its own batch, best of 3 rounds."""
 
 QUICK = DemoBudget(
     # 12 motions: 3 subjects, so train, val and test each get one (whole subjects per split)

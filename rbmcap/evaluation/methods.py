@@ -208,9 +208,9 @@ class HybridMethod(Method):
     With a budget (:class:`BudgetPlan`), :meth:`prepare` fixes its iterations from its own
     measured cost: a solve from the network's answer on the split's first
     :data:`CALIBRATION_FRAMES` frames to twice the estimate at the baseline's cost
-    (:func:`hybrid_budget`; iterations from a good start cost less than the baseline's first
-    ones) gives its time per frame against iterations; the budget is the most iterations within
-    the planned time. The timed solves then run that many iterations."""
+    (:func:`hybrid_budget`; from its start the line searches take more or fewer evaluations than
+    the baseline's) gives its time per frame against iterations; the budget is the most
+    iterations within the planned time. The timed solves then run that many iterations."""
 
     key = "hybrid"
     label = "hybrid (network + optimisation)"
@@ -253,10 +253,7 @@ class HybridMethod(Method):
                 "  measuring its cost on %s (%d frames, %d iterations)", seq.name, seq.frames, most
             )
             sol = self.solve.solve(seq, init=self.start(seq), iterations=most)
-            network_seconds = self.network.answers[seq.name][1]
-            record = sol.record.to_dict()
-            record["seconds"] = [s + network_seconds for s in record["seconds"]]
-            records.append(record)
+            records.append(self._record(seq, sol))
             frames += seq.frames
             if frames >= CALIBRATION_FRAMES:
                 break
@@ -277,11 +274,17 @@ class HybridMethod(Method):
     def run(self, seq: Sequence) -> tuple[SMPLParams, float]:
         iterations = self.budget or self.solve.iterations
         sol = self.solve.solve(seq, init=self.start(seq), iterations=iterations)
+        self.records.append(self._record(seq, sol))
+        return sol.params, sol.seconds + self.network.answers[seq.name][1]
+
+    def _record(self, seq: Sequence, sol) -> dict:
+        """``sol``'s convergence record (a dict) with the network pass for ``seq`` added to
+        every time."""
         network_seconds = self.network.answers[seq.name][1]
         record = sol.record.to_dict()
         record["seconds"] = [s + network_seconds for s in record["seconds"]]
-        self.records.append(record)
-        return sol.params, sol.seconds + network_seconds
+        record["ms_per_frame"] = [1e3 * s / max(seq.frames, 1) for s in record["seconds"]]
+        return record
 
     def finish(self, result: MethodResult) -> None:
         total = aggregate_records(self.records)

@@ -334,8 +334,8 @@ def test_solvers_pay_their_start_up_before_the_timed_solves():
 
 def test_the_hybrid_budget_is_the_iterations_its_own_solves_fit():
     """Its iterations cost 0.2 ms a frame after 0.5 ms of set-up, half the baseline's 0.4: the
-    planned fifth of 30 ms a frame fits 27 of them, measured on its own solves, not the 15 at most the
-    baseline's cost would give."""
+    planned fifth of 30 ms a frame fits 27 of them, measured on its own solves, not the 15 at
+    most that the baseline's cost gives."""
     from types import SimpleNamespace
 
     from rbmcap.baseline import ConvergenceRecord

@@ -20,12 +20,12 @@ from __future__ import annotations
 import csv
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from rbmcap.atomic import atomic_path
 from rbmcap.errors import DataError, FormatError
 
 SEQUENCES_DIR = "sequences"
@@ -104,15 +104,8 @@ def save_sequence(path: Path, seq: SavedSequence) -> Path:
         arrays["rbm_rot"] = np.asarray(seq.rot, np.float32)
     for key, p in seq.params.items():
         arrays.update({f"{key}.{n}": np.asarray(p[n], np.float32) for n in _PARAMS})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
     return path
 
 

@@ -4,6 +4,7 @@ renderers: the saved answers are the scored ones, and the truth is the dataset's
 from __future__ import annotations
 
 import csv
+import os
 
 import numpy as np
 import pytest
@@ -55,6 +56,10 @@ def test_every_sequence_is_saved_with_truth_plates_and_answers(evaluated, tiny_d
     data = RBMDataset(tiny_dataset, "test")
     assert [s.name for s in saved] == [e.name for e in data.sequences][: len(saved)]
     assert [s.frames for s in saved] == [25, 15]
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in sorted((evaluated / "sequences").glob("*.npz")):  # readable as open() makes files
+        assert path.stat().st_mode & 0o777 == 0o666 & ~umask, path
     for seq in saved:
         assert seq.methods == ["truth", "network", "baseline_6dof"]
         arrays = data.sequence(seq.name)

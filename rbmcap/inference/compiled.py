@@ -54,6 +54,7 @@ def compiled_step(step: torch.nn.Module, model, example: tuple) -> Callable:
     Returns a callable taking the same tensors and returning the step's outputs (a list).
     Raises :class:`ModelError` when the step cannot be exported or compiled (no C++ compiler).
     """
+    example = tuple(t.contiguous() for t in example)
     try:
         with torch.inference_mode(False), torch.no_grad(), frozen(model):
             program = torch.export.export(step, example, strict=False)
@@ -72,8 +73,10 @@ def compiled_step(step: torch.nn.Module, model, example: tuple) -> Callable:
     if loader is None:
         return package
     # The step's inputs and outputs are flat tensors, so the package's own call (which flattens
-    # and rebuilds them as trees on every call) is skipped for its loader's.
-    return lambda *tensors: loader.run(list(tensors))
+    # and rebuilds them as trees on every call) is skipped for its loader's. The loader reads
+    # each input's memory as laid out contiguously: a transposed view (QTM's column-major
+    # rotations) would be read as its transpose.
+    return lambda *tensors: loader.run([t.contiguous() for t in tensors])
 
 
 def package_path(program) -> Path:

@@ -51,6 +51,7 @@ def test_two_subjects_each_get_their_own_recording_waiting_hot(tmp_path, capsys)
 
 
 @pytest.mark.slow  # the fit over frames: about 40 s on 2 cores
+@pytest.mark.acceptance  # the same length in CI and in make acceptance
 def test_live_calibration_records_fits_writes_and_streams_on_with_it(take_file, tmp_path, capsys):
     calib = tmp_path / "calib.yaml"
     argv = ["live", f"replay:{take_file}", *TRACE, "--calibrate", "0.1", "--calib-out"]

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export WANDB_MODE ?= disabled
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test lint format clean setup
+.PHONY: demo test acceptance lint format clean setup
 
 setup: $(STAMP)
 
@@ -28,6 +28,18 @@ PYTEST_PARALLEL := $(if $(filter-out 0 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_PARALLEL)
+
+# Before a release, by hand (docs/development.md#acceptance-runs): the tests marked `acceptance`
+# at their release lengths (RBMCAP_ACCEPTANCE=1: 60 s live streams at 240 Hz, 2,000 fuzzed inputs
+# per reader, 20 + 6 kill -9 runs, live calibration), derandomised, in one process so that no
+# other test runs beside a stream; -s prints each stream's figures, the fuzz counts go to
+# ACCEPTANCE_OUT/fuzz.json. CI runs the same tests at their short lengths.
+ACCEPTANCE_OUT ?= outputs/acceptance
+
+acceptance: $(STAMP)
+	mkdir -p $(ACCEPTANCE_OUT)
+	RBMCAP_ACCEPTANCE=1 HYPOTHESIS_PROFILE=ci RBMCAP_FUZZ_REPORT=$(ACCEPTANCE_OUT)/fuzz.json \
+		$(PY) -m pytest -q -s -p no:cacheprovider -m acceptance
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check rbmcap tests train.py data_prep

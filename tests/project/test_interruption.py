@@ -4,8 +4,9 @@ killed import or export leaves every output absent or complete (no half-written 
 would accept; a killed writer's dot-prefixed temporary is removed by the next run).
 
 The default runs kill forked children of the test process (the same code as the command line,
-without an interpreter's start-up of seconds per kill); the ``slow`` variants kill real
-``python -m rbmcap`` / ``train.py`` processes at more points.
+without an interpreter's start-up of seconds per kill); the ``slow`` ``acceptance`` variants kill
+real ``python -m rbmcap`` / ``train.py`` processes: a few times by default, 20 and 6 times in an
+acceptance run (``RBMCAP_ACCEPTANCE=1``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers.acceptance import length
 from helpers.motions import write_motion
 from helpers.shared import REPO
 from helpers.training import compose_train, tiny_run
@@ -29,6 +31,10 @@ from helpers.training import compose_train, tiny_run
 from rbmcap.dataset.store import WORK
 
 SEED = 16
+SYNTH_KILLS = length((4, 3), (20, 12))
+"""Trials of the ``rbmcap synth`` command, and how many of them a kill must end."""
+TRAIN_KILLS = length((2, 1), (6, 3))
+"""Trials of ``train.py``, and how many of them a kill must end."""
 
 
 # ------------------------------------------------------------------------- killing children
@@ -225,9 +231,11 @@ def test_synthesis_killed_at_random_points_resumes_byte_identical(few_motions, t
 
 
 @pytest.mark.slow
-def test_synth_command_killed_at_twenty_random_points_resumes_byte_identical(few_motions, tmp_path):
-    outcomes = _synth_trials(few_motions, tmp_path, count=20, spawn=True)
-    assert _kills(outcomes) >= 12, outcomes
+@pytest.mark.acceptance
+def test_the_synth_command_killed_at_random_points_resumes_byte_identical(few_motions, tmp_path):
+    count, landed = SYNTH_KILLS
+    outcomes = _synth_trials(few_motions, tmp_path, count=count, spawn=True)
+    assert _kills(outcomes) >= landed, outcomes
     print("synthesis kills:", outcomes)
 
 
@@ -315,9 +323,11 @@ def test_training_killed_after_a_checkpoint_resumes_to_identical_weights(tiny_da
 
 
 @pytest.mark.slow
+@pytest.mark.acceptance
 def test_train_py_killed_at_random_points_resumes_to_identical_weights(tiny_dataset, tmp_path):
-    outcomes = _train_trials(tiny_dataset, tmp_path, count=6, spawn=True)
-    assert _kills(outcomes) >= 3, outcomes
+    count, landed = TRAIN_KILLS
+    outcomes = _train_trials(tiny_dataset, tmp_path, count=count, spawn=True)
+    assert _kills(outcomes) >= landed, outcomes
     print("training kills:", outcomes)
 
 

@@ -32,11 +32,12 @@ class JointMap:
         units_to_metres: metres per BVH length unit (0.01 for cm).
         up_axis: the BVH world's up axis, 'y' or 'z'.
         reference_frame: None to align on the rest pose (all channels zero); else the index of
-            a frame of the file in which the subject holds SMPL's T-pose (module docstring).
+            a frame of the file in which the subject holds SMPL's T-pose
+            (:mod:`rbmcap.motion.retarget`).
         first_frame: 'keep' the file's first frame, 'drop' it (a prepended T-pose), or
             'drop_if_tpose': drop it only where it retargets to a T-pose.
         alignment: 'rest' (the rest pose, or ``reference_frame`` where one is named) or
-            'motion' (read from the motion itself; module docstring, step 2).
+            'motion' (read from the motion itself; :mod:`rbmcap.motion.retarget`, step 2).
         neutral: with ``alignment: motion``, mapped SMPL joints aligned on the motion's average
             pose alone, without their bone's direction.
         direction_only: mapped SMPL joints that only give their parent's bone its direction

@@ -4,7 +4,8 @@ calibrated on its T-pose and inferred by a trained model.
 The session (:mod:`helpers.scenes`): the stand-in body holds a 2 s T-pose and walks for 4 s, its
 plates perturbed by the ``realistic`` preset and by random physical offsets (up to 3 cm, 15°). Every
 layout must import to the poses that were written (0.01 mm, 0.001°, gaps exact), and the whole path
-(import → calibrate with the subject's shape → infer) must stay within 1.5× of the same model's
+on one of them (import → calibrate with the subject's shape → infer; the others import to the same
+plates, so they give the same answer) must stay within 1.5× of the same model's
 MPJPE on the same realistic plates without their physical offsets (:func:`offset_free_mpjpe`), and
 within 1.5× of it on ideal plates, with neither offsets nor realism (:func:`ideal_mpjpe`). The
 calibration estimates each plate's whole constant offset, the preset's placement composed with the
@@ -169,21 +170,14 @@ def _calibrated_mpjpe(s, predictor, layout: str, variant: str, folder) -> float:
     return _CALIBRATED[(layout, variant)]
 
 
-ONE_PER_FORMAT = [
-    ("vicon-segments", "plain"),
-    ("vicon-tracker", "euler_xyz/deg"),
-    ("optitrack", "Millimeters"),
-    ("c3d", "mm"),
-]
-
-
-@pytest.mark.parametrize("layout, variant", ONE_PER_FORMAT)
 def test_import_calibrate_infer_stays_within_1_5x_of_the_plates_without_offsets(
-    session, predictor, offset_free_mpjpe, tmp_path, layout, variant
+    session, predictor, offset_free_mpjpe, tmp_path
 ):
-    full = _calibrated_mpjpe(session, predictor, layout, variant, tmp_path)
+    """On one layout: every other imports to the same plates (to 0.01 mm and 0.001°, tested
+    above), and calibration and inference see nothing but those plates."""
+    full = _calibrated_mpjpe(session, predictor, "vicon-segments", "plain", tmp_path)
     report = (
-        f"{layout}/{variant}: calibrated {full:.1f} mm, "
+        f"calibrated {full:.1f} mm, "
         f"offset-free plates {offset_free_mpjpe:.1f} mm "
         f"(ratio {full / offset_free_mpjpe:.2f})"
     )

@@ -350,11 +350,25 @@ def _function_level() -> list[Import]:
 
 
 def _has_reason(imp: Import, comments: set[int], text: str) -> bool:
-    """A comment on the line above the import, or at the end of one of its lines."""
+    """A comment at the end of one of the import's lines, or on the line above it or above the
+    run of import lines it belongs to (one comment for a group of imports)."""
     lines = text.splitlines()
     above = imp.line - 1
+    while above in _import_lines(imp.path):
+        above -= 1
     return (above in comments and lines[above - 1].lstrip().startswith("#")) or any(
         line in comments for line in range(imp.line, imp.statement.end_lineno + 1)
+    )
+
+
+@cache
+def _import_lines(path: str) -> frozenset[int]:
+    """The lines of ``path`` that import statements occupy."""
+    return frozenset(
+        line
+        for imp in _imports()
+        if imp.path == path
+        for line in range(imp.line, imp.statement.end_lineno + 1)
     )
 
 
@@ -367,9 +381,9 @@ def test_function_level_imports_are_few_and_say_why():
         if not _has_reason(imp, comments[_module_of(imp.path)], _sources()[_module_of(imp.path)])
     ]
     assert not silent, (
-        "imports inside functions without a reason (a comment above or at the end of the line, "
-        "e.g. '# optional extra: viser'); move them to the top of the module or say why:\n"
-        + "\n".join(silent)
+        "imports inside functions without a reason (a comment at the end of the line, or above "
+        "it or its group of imports, e.g. '# optional extra: viser'); move them to the top of "
+        "the module or say why:\n" + "\n".join(silent)
     )
     assert len(found) <= MAX_FUNCTION_LEVEL_IMPORTS, (
         f"{len(found)} imports inside functions, more than {MAX_FUNCTION_LEVEL_IMPORTS}:\n"

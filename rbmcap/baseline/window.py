@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import roma
 import torch
@@ -26,10 +26,8 @@ from rbmcap.baseline.objective import (
 )
 from rbmcap.baseline.optimisers import OptimiserConfig, StopRule, make_stepper
 from rbmcap.baseline.prior import GaussianMixturePrior
+from rbmcap.body.model import BodyModel
 from rbmcap.markers.plates import PlateTopology
-
-if TYPE_CHECKING:
-    from rbmcap.body.model import BodyModel
 
 
 @dataclass

@@ -58,6 +58,8 @@ LENGTH_UNITS = {"meters": 1.0, "centimeters": 0.01, "millimeters": 0.001}
 EULER_TYPES = ("XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
 PLATE_TYPES = ("Rigid Body", "Bone")
 POINT_TYPES = ("Rigid Body Marker", "Bone Marker", "Marker")
+MAX_FRAME = 1e15
+"""Frame numbers must be whole and below this (int64 holds them exactly)."""
 ERROR_KINDS = ("Mean Marker Error", "Error Per Marker")
 
 
@@ -111,6 +113,13 @@ def read_optitrack(path: str | Path) -> Capture:
     if np.isnan(frames).any():
         bad = int(np.flatnonzero(np.isnan(frames))[0])
         raise FormatError(f"{path}:{head.data_line + bad}:1: empty frame number")
+    whole = (np.abs(frames) < MAX_FRAME) & (frames == np.round(frames))
+    if not whole.all():
+        bad = int(np.flatnonzero(~whole)[0])
+        raise FormatError(
+            f"{path}:{head.data_line + bad}:1: frame number {frames[bad]:g} is not a whole "
+            f"number below {MAX_FRAME:.0e}"
+        )
     plates = [o for o in head.objects if o.type in PLATE_TYPES]
     points = [o for o in head.objects if o.type in POINT_TYPES]
     pos, rot, valid, err = _plates(path, table, plates, rot_type, scale, head.data_line)

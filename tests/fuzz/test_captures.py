@@ -349,6 +349,12 @@ def test_optitrack_regression_infinite_cell_is_a_format_error(tmp_path):
     _refused(read_optitrack, tmp_path / "o.csv", text, ":8:7: not a finite number: '1e400'")
 
 
+def test_optitrack_regression_huge_frame_number_is_a_format_error(tmp_path):
+    # was: numpy's "invalid value encountered in cast" (int64 of 1e23), found at 2,000 inputs
+    text = OPTI + "99999999999999999999999,0.008,0,0,0,1,1,2,3\n"
+    _refused(read_optitrack, tmp_path / "o.csv", text, ":8:1: frame number 1e+23 is not a whole")
+
+
 def test_optitrack_regression_non_utf8_byte_names_line_and_column(tmp_path):
     # was: "not UTF-8 text (invalid start byte)" without a line and column
     text = OPTI.replace(",A,", ",\xe9,", 1).encode("latin-1")

@@ -43,6 +43,14 @@ settings.register_profile("dev", deadline=None)
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
 )
+if settings.default.derandomize:
+    # hypothesis also draws values from a pool of the literals in the project's modules that are
+    # imported so far; which those are depends on the tests that ran before in the process and
+    # on every literal in the package, so a derandomised run's inputs moved with the test order
+    # and with any edit of the code. Derandomised runs draw from hypothesis's own constants only.
+    from hypothesis.internal.conjecture import providers as _providers
+
+    _providers._get_local_constants = _providers.Constants
 
 
 @pytest.fixture(autouse=True)

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+
+from rbmcap.config.packaged import conf_dir
 
 DEMO_THREADS = 1
 """torch's intra-op threads for the whole demo. One: the demo's batches are small, where a
@@ -106,8 +109,7 @@ def _step(title: str) -> float:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dataclasses import asdict, replace
-
+    # start-up: every `rbmcap` command builds the demo's parser; this loads when it runs
     import torch
 
     start = time.perf_counter()
@@ -142,8 +144,10 @@ def _run(args: argparse.Namespace) -> int:
 
 def _body_and_render(out: Path) -> dict:
     """Stages 1–2: the stand-in body, posed, shaped and rendered to ``out/body.png``."""
+    # start-up: every `rbmcap` command builds the demo's parser; this loads when it runs
     import torch
 
+    # start-up: as torch above
     from rbmcap.body import load_body_model
     from rbmcap.body.mesh_pictures import render_meshes
     from rbmcap.body.poses import stride_pose
@@ -176,6 +180,7 @@ def _body_and_render(out: Path) -> dict:
 def _skinning(options: dict) -> dict:
     """Stage 3: sparse against full skinning, measured by ``rbmcap bench skinning`` itself
     (:func:`rbmcap.bench.skinning.run` with ``options``)."""
+    # start-up: every `rbmcap` command builds the demo's parser; this loads when it runs
     from rbmcap.bench import run_benchmark
 
     t = _step("3. sparse vs full skinning (rbmcap bench skinning)")
@@ -195,6 +200,7 @@ def _train_stage(out: Path, seed: int, budget: DemoBudget) -> dict:
     """Stages 4–5: make the demo data, then train the demo network for its configured time;
     returns :func:`rbmcap.training.run.train`'s result with the stages' ``data_seconds``,
     ``seconds`` (training, its set-up and last validation included) and ``max_time``."""
+    # start-up: every `rbmcap` command builds the demo's parser; this loads when it runs
     from rbmcap.training.run import build_datamodule, train
 
     cfg = _demo_config(out, seed, budget.train_overrides)
@@ -226,6 +232,7 @@ and body shapes (see their cards), so their demo is scored on motions and shapes
 def _pretrained_stage(out: Path, seed: int, budget: DemoBudget, name: str) -> dict:
     """Stage 4 with ``--pretrained``: make the demo data only and return the model's name as the
     checkpoint (what :func:`_eval_stage` needs)."""
+    # start-up: every `rbmcap` command builds the demo's parser; this loads when it runs
     from rbmcap.inference.pretrained import model_card
     from rbmcap.training.run import build_datamodule
 
@@ -252,6 +259,7 @@ def _pretrained_stage(out: Path, seed: int, budget: DemoBudget, name: str) -> di
 def _eval_stage(out: Path, result: dict, budget: DemoBudget) -> dict:
     """The last stage: network, baseline and hybrid on the test split; returns each one's
     averages and the method's claims (:func:`rbmcap.evaluation.report.claims`)."""
+    # start-up: every `rbmcap` command builds the demo's parser; this loads when it runs
     from rbmcap.evaluation import EvalOptions, evaluate
     from rbmcap.evaluation.report import claim_line, write_report
 
@@ -297,11 +305,8 @@ def _table(metrics: dict) -> str:
 
 def _demo_config(out: Path, seed: int, extra: tuple[str, ...]):
     """``experiment=demo`` composed with data and outputs under ``out`` (logging to stdout)."""
-    import logging
-
+    # start-up: every `rbmcap` command builds the demo's parser; this loads when it runs
     from hydra import compose, initialize_config_dir
-
-    from rbmcap.config.packaged import conf_dir
 
     logging.basicConfig(level=logging.INFO, format="   %(message)s")
     overrides = [

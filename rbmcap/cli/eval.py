@@ -7,14 +7,16 @@ and defaults to it; the checks are the dataclass's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 from pathlib import Path
 
+from rbmcap.evaluation.options import HYBRID_CLAIM_FRACTION, defaults
+from rbmcap.evaluation.wording import fraction_in_words
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from rbmcap.evaluation.options import defaults
-
     d = defaults()
     p = sub.add_parser("eval", help="evaluate a checkpoint (and the baselines) on a dataset split")
     p.set_defaults(**d)
@@ -71,9 +73,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _solver_arguments(p: argparse.ArgumentParser, d: dict) -> None:
     """The solvers' options: configs, iterations, the hybrid's budget and oracle starts."""
-    from rbmcap.evaluation.options import HYBRID_CLAIM_FRACTION
-    from rbmcap.evaluation.wording import fraction_in_words
-
     for flag in ("solver", "hybrid", "point"):
         p.add_argument(
             f"--{flag}-config",
@@ -114,8 +113,8 @@ def _network_arguments(p: argparse.ArgumentParser, d: dict) -> None:
 
 
 def _run(args) -> int:
-    import dataclasses
-
+    # start-up: the evaluation loads torch, the predictor and the solver (seconds); every
+    # `rbmcap` command builds this command's parser
     from rbmcap.evaluation import EvalOptions, evaluate
     from rbmcap.evaluation.report import write_report
 
@@ -135,7 +134,7 @@ def _run(args) -> int:
 
 
 def _render_worst(out: Path) -> Path:
-    from rbmcap.render.worst import render_worst
+    from rbmcap.render.worst import render_worst  # start-up: as in _run
 
     logging.getLogger(__name__).info("rendering the worst sequence")
     return render_worst(out)

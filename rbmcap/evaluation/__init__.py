@@ -22,10 +22,13 @@ __all__ = ["EvalOptions", "MethodResult", "evaluate"]
 
 def __getattr__(name: str):
     if name == "evaluate":
+        # start-up: the runner and results load torch, the solver and the predictor (about
+        # 3 s); the command line builds its parser from EvalOptions alone
         from rbmcap.evaluation.runner import evaluate
 
         return evaluate
     if name == "MethodResult":
+        # start-up: as above
         from rbmcap.evaluation.results import MethodResult
 
         return MethodResult

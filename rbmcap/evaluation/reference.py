@@ -30,9 +30,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rbmcap.body import load_body_model
 from rbmcap.config.packaged import named_yaml
 from rbmcap.config.safe_yaml import load_yaml_mapping
 from rbmcap.errors import ConfigError, DataError
+from rbmcap.evaluation.floor import fit_joint_centres
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 SECTIONS = ("evaluated", "fitted", "segments")
@@ -238,8 +240,6 @@ def evaluate_against_reference(
     ref = reference if isinstance(reference, ReferenceMap) else ReferenceMap.load(reference)
     _check_same_take(motion, capture)
     if body is None:
-        from rbmcap.body import load_body_model
-
         body = load_body_model("standin", gender=motion.gender)
     mapped = ref.all_joints
     points, valid = reference_points(capture, mapped, ref.name)
@@ -300,8 +300,6 @@ def _add_segments(
 
 def _add_floor(report, ref, body, points, valid, smpl, ev, prior, iterations) -> None:
     """The floor fit's figures into ``report``."""
-    from rbmcap.evaluation.floor import fit_joint_centres
-
     kwargs = {} if iterations is None else {"iterations": iterations}
     fit = fit_joint_centres(body, points, valid, smpl, prior=prior, **kwargs)
     floor_mm = joint_distances_mm(fit.joints[:, ev], points[:, ev], valid[:, ev])

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from rbmcap.evaluation.methods import CONVERGED_ATOL_MM, CONVERGED_RTOL, ORACLE_PREFIX
 from rbmcap.evaluation.occlusion_report import (
@@ -316,8 +317,6 @@ def _fmt(v) -> str:
 def _plots(methods, averages, out: Path, fps: float) -> list[Path]:
     """The per-joint error, error over time and speed-accuracy plots (PNG) in ``out``, each on
     a figure of its own (no pyplot: the caller's matplotlib backend is left as it is)."""
-    from matplotlib.figure import Figure
-
     paths = []
     fig = Figure(figsize=(12, 4))
     ax = fig.subplots()

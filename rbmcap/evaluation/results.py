@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from rbmcap.baseline import ConvergenceRecord
 from rbmcap.body.params import SMPLParams
 from rbmcap.evaluation.sequences import Sequence
+from rbmcap.metrics import evaluate_sequence
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 if TYPE_CHECKING:
@@ -80,8 +82,6 @@ class Scorer:
 
     def record(self, result: MethodResult, seq: Sequence, params: SMPLParams, seconds: float):
         """Add ``params`` (the answer for ``seq``, found in ``seconds``) to ``result``."""
-        from rbmcap.metrics import evaluate_sequence
-
         m = evaluate_sequence(
             self.body, params.numpy(), seq.truth, self.fps, vertices=self.vertices
         )
@@ -130,8 +130,6 @@ def aggregate_records(records: list[dict]):
     summed, MPJPE averaged over frames. None without records."""
     if not records:
         return None
-    from rbmcap.baseline import ConvergenceRecord
-
     iters = records[0]["iterations"]
     frames = sum(c["frames"] for c in records)
 

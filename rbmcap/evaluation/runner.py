@@ -11,12 +11,15 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rbmcap.baseline import Solver, fit_pose_prior, load_pose_prior
+from rbmcap.body import load_body_model
+from rbmcap.body.model import BodyModel
+from rbmcap.dataset import RBMDataset
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.evaluation.methods import (
     BaselineMethod,
@@ -31,11 +34,7 @@ from rbmcap.evaluation.occlusion import Condition, conditions
 from rbmcap.evaluation.options import EvalOptions
 from rbmcap.evaluation.results import MethodResult, Scorer
 from rbmcap.evaluation.sequences import CounterpartSplit, Split
-
-if TYPE_CHECKING:
-    from rbmcap.body.model import BodyModel
-    from rbmcap.dataset.reader import RBMDataset
-    from rbmcap.inference.predictor import Predictor
+from rbmcap.inference import Predictor
 
 log = logging.getLogger("rbmcap.eval")
 
@@ -101,9 +100,6 @@ class EvalSetup:
     def open(cls, opts: EvalOptions) -> EvalSetup:
         """Load the checkpoint and the split; checks they belong together and that the occluded
         plates are the data's."""
-        from rbmcap.dataset import RBMDataset
-        from rbmcap.inference import Predictor
-
         smoothing = {} if opts.smoothing is None else {"smoothing": opts.smoothing}
         predictor = Predictor.from_checkpoint(opts.ckpt, device=opts.device, **smoothing)
         data = RBMDataset(opts.data, opts.split)
@@ -151,8 +147,6 @@ class EvalSetup:
     def solver_run(self, config: str, marker_set: str | None = None) -> SolverRun:
         """A solver with ``config`` (a ``conf/baseline`` name or YAML path) for ``marker_set``
         (default the data's), the data's frame rate and the options' iterations."""
-        from rbmcap.baseline import Solver
-
         marker_set = marker_set or self.marker_set
         solver = Solver(self.body, marker_set, config, self.prior, self.opts.device)
         return SolverRun(solver, self.fps, iterations=self.opts.solver_iterations)
@@ -205,10 +199,6 @@ def build_methods(setup: EvalSetup, points: bool = True) -> Iterator[Method]:
 
 def _point_baseline(setup: EvalSetup) -> BaselineMethod:
     """The solver on the point-marker dataset, on the sequences the network was evaluated on."""
-    from dataclasses import replace
-
-    from rbmcap.dataset import RBMDataset
-
     opts = setup.opts
     pdata = RBMDataset(opts.point_data, opts.split)
     if pdata.manifest.config.get("markers", {}).get("kind") != "point":
@@ -227,8 +217,6 @@ def _point_baseline(setup: EvalSetup) -> BaselineMethod:
 
 def _body(data, spec: str | None):
     """The body the dataset was made with: the stand-in by its id, else the user's model path."""
-    from rbmcap.body import load_body_model
-
     ident = data.manifest.body_model
     gender = ident.rsplit("/", 1)[-1] if "/" in ident else "neutral"
     if spec is None:
@@ -245,9 +233,6 @@ def _body(data, spec: str | None):
 
 def _prior(opts: EvalOptions, body):
     """The pose prior: a given file, else fitted on the dataset's train split (logged)."""
-    from rbmcap.baseline import fit_pose_prior, load_pose_prior
-    from rbmcap.dataset import RBMDataset
-
     if opts.prior is not None:
         return load_pose_prior(opts.prior)
     try:

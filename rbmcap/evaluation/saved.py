@@ -18,6 +18,7 @@ checkpoint, the dataset or a solver. One file holds (T frames, N plates):
 from __future__ import annotations
 
 import csv
+import fnmatch
 import json
 import os
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ import numpy as np
 
 from rbmcap.atomic import atomic_path
 from rbmcap.errors import DataError, FormatError
+from rbmcap.motion.smpl_motion import SMPLMotion
 
 SEQUENCES_DIR = "sequences"
 """The folder of an evaluation's output that holds one ``.npz`` per sequence."""
@@ -71,8 +73,6 @@ class SavedSequence:
 
     def motion(self, key: str):
         """Method ``key``'s answer (or ``"truth"``) as an :class:`SMPLMotion`."""
-        from rbmcap.motion.smpl_motion import SMPLMotion
-
         if key not in self.params:
             raise DataError(
                 f"sequence {self.name!r}: no method {key!r} (has {', '.join(self.params)})"
@@ -147,8 +147,6 @@ def sequence_files(folder: str | os.PathLike) -> list[Path]:
 def load_sequences(folder: str | os.PathLike, names: str | None = None) -> list[SavedSequence]:
     """Every saved sequence of an evaluation output folder (or those whose names match the glob
     ``names``), in split order."""
-    import fnmatch
-
     out = [load_sequence(f) for f in sequence_files(folder)]
     if names is not None:
         out = [s for s in out if fnmatch.fnmatchcase(s.name, names)]

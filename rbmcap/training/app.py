@@ -25,6 +25,8 @@ def main(cfg: DictConfig) -> None:
     error's status (:mod:`rbmcap.errors`: 2 configuration, 3 format, 4 model, 5 data, e.g. a
     loss that became NaN). SIGTERM stops the run after its current batch with one line naming the
     checkpoint to resume from, and status 143 (:mod:`rbmcap.training.stop`)."""
+    # start-up: Hydra composes the configuration and reports its errors before torch and
+    # Lightning load (seconds)
     from rbmcap.training.run import train
     from rbmcap.training.stop import terminated, watch_sigterm
 
@@ -50,7 +52,7 @@ def main(cfg: DictConfig) -> None:
 
 def _resume_hint(output_dir: str) -> str:
     """Where a stopped run can go on from: its last checkpoint (written after every epoch)."""
-    from rbmcap.training.run import LAST
+    from rbmcap.training.run import LAST  # start-up: as in main, only when a run stopped
 
     last = Path(output_dir) / "checkpoints" / f"{LAST}.ckpt"
     if last.is_file():

@@ -26,7 +26,7 @@ def wandb_logger(project: str, save_dir: str | Path, **kwargs: Any):
     offline, to be synced later. With a key it logs online; with ``WANDB_MODE=disabled`` it is a
     no-op.
     """
-    from lightning.pytorch.loggers import WandbLogger
+    from lightning.pytorch.loggers import WandbLogger  # start-up: loads wandb, only when asked for
 
     if os.environ.get("WANDB_MODE") != "disabled" and not os.environ.get("WANDB_API_KEY"):
         kwargs["offline"] = True

@@ -16,13 +16,18 @@ from typing import Any
 
 import lightning as L
 from hydra.utils import instantiate
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
 
+from rbmcap.body import load_body_model
 from rbmcap.checkpoint import load_weights
 from rbmcap.markers.markerset import load_marker_set
 from rbmcap.model.body_facts import regressor_config
 from rbmcap.motion.procedural.library import SHAPE_CLIP, SHAPE_STD
+from rbmcap.training.callbacks import EpochSummary, RunRecord
 from rbmcap.training.data import RBMDataModule
+from rbmcap.training.guards import AtomicCheckpointIO
+from rbmcap.training.loggers import build_logger
 
 log = logging.getLogger("rbmcap.train")
 
@@ -98,12 +103,6 @@ def run_record(cfg: DictConfig, command: str | None) -> dict[str, Any]:
 def build_trainer(cfg: DictConfig, output_dir: Path):
     """The Lightning Trainer (``cfg.trainer``) with its logger (``cfg.logger``) and callbacks;
     returns it with its checkpoint callback."""
-    from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
-
-    from rbmcap.training.callbacks import EpochSummary
-    from rbmcap.training.guards import AtomicCheckpointIO
-    from rbmcap.training.loggers import build_logger
-
     checkpoint = ModelCheckpoint(
         dirpath=output_dir / "checkpoints",
         filename="epoch{epoch:03d}-mpjpe{val/mpjpe_mm:.1f}",
@@ -136,9 +135,6 @@ def train(cfg: DictConfig, output_dir: str | Path, command: str | None = None) -
     """Train as configured; returns the best checkpoint and its validation figures. ``command``
     (the command line that started the run) and the data recipe are kept in every checkpoint.
     With ``prepare_only`` it makes the dataset if it is missing and returns its path."""
-    from rbmcap.body import load_body_model
-    from rbmcap.training.callbacks import RunRecord
-
     output_dir = Path(output_dir)
     if cfg.get("prepare_only"):
         datamodule = build_datamodule(cfg)

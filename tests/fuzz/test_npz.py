@@ -36,8 +36,7 @@ from hypothesis import strategies as st
 
 from rbmcap.errors import DataError, FormatError
 from rbmcap.io.capture import Capture
-from rbmcap.motion.amass import read_motion
-from rbmcap.motion.smpl_motion import SMPLMotion
+from rbmcap.motion.smpl_motion import SMPLMotion, read_motion
 
 T = 4
 """Frames of every seed: few, so that each fuzzed input costs milliseconds."""
@@ -182,8 +181,8 @@ def test_every_seed_is_accepted(fuzzdir):
         (fuzzdir / "seed_poses.npz").write_bytes(seed(kind))
         _clean_motion(read_motion(fuzzdir / "seed_poses.npz"))
 
-@pytest.mark.acceptance
 
+@pytest.mark.acceptance
 @pytest.mark.parametrize("name", list(FUZZERS))
 @fuzz_settings()
 @given(data=st.data())

@@ -30,7 +30,7 @@ from rbmcap.errors import ConfigError, FormatError
 from rbmcap.io.names import load_mapping, map_names
 from rbmcap.io.plates import load_plate_definitions
 from rbmcap.markers.markerset import load_marker_set
-from rbmcap.motion.retarget import JointMap
+from rbmcap.motion.joint_map import JointMap
 
 PLATES_SEED = b"""\
 # plates.yaml: plate -> member markers, local coordinates in metres (plate frame)

@@ -26,9 +26,9 @@ from helpers.writers_vicon import write_segments
 from rbmcap.calibrate import calibrate
 from rbmcap.inference import Predictor
 from rbmcap.io.capture import Capture
-from rbmcap.io.formats import ROTATIONS
 from rbmcap.io.importer import ImportOptions, import_capture
 from rbmcap.io.plates import PlateDefinition, save_plate_definitions
+from rbmcap.io.vicon import ROTATIONS
 
 MODEL = "standin-rbm14"
 RATIO = 1.5

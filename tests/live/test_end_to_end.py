@@ -66,9 +66,10 @@ TOLERANCE = 1e-5
 """Largest |streamed − offline| allowed in a rotation matrix element or a translation (m)."""
 STREAM_SECONDS = length(5.0, 60.0)
 """Seconds of each compiled-backend stream: 5 by default, a minute in an acceptance run."""
-KEEP_UP = 0.8
+KEEP_UP = 0.75
 """The least share of a stream's frames that the compiled backend must pose (the rest dropped):
-a step slower than a frame's 4.2 ms poses less, one 6 ms slower poses at most 70%."""
+a step slower than a frame's 4.2 ms poses less (one 6 ms slower: 48% waiting idle, 64% hot).
+Waiting hot spins a core, which a busy machine takes from the stream: 84% at load 5."""
 ROOT = Path(__file__).resolve().parents[2]
 
 

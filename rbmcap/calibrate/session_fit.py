@@ -40,6 +40,7 @@ from rbmcap.calibrate.takes import check_takes
 from rbmcap.calibrate.tpose_fit import calibrate_tpose
 from rbmcap.errors import ConfigError, DataError, FormatError
 from rbmcap.io.capture import Capture
+from rbmcap.markers.markerset import DEFAULT_MARKERS
 from rbmcap.markers.synth import Synthesizer
 
 
@@ -224,7 +225,7 @@ def calibrate_files(
     capture_paths,
     out,
     *,
-    markers: str = "rbm14",
+    markers: str = DEFAULT_MARKERS,
     frames: list[str] | None = None,
     betas: str | None = None,
     body: str = "standin",

@@ -453,6 +453,12 @@ def _fast_frame(data: bytes, v: Version) -> FrameOfData | None:
     if left in (10, 14) or (left not in (2, 6) and v >= (4, 1)):
         off += PRECISION.size
     (params,) = PARAMS.unpack_from(data, off)
+    return _frame_of_data(frame, timestamp, bodies, params)
+
+
+def _frame_of_data(frame: int, timestamp: float, bodies: np.ndarray, params: int) -> FrameOfData:
+    """A decoded frame from its rigid-body records (a structured array of ``id``, ``pos``,
+    ``quat``, ``error`` and ``params``, whose bit 0 says the body was tracked)."""
     return FrameOfData(
         frame,
         timestamp,
@@ -548,16 +554,7 @@ def _checked_frame(packet: bytes, v: Version) -> FrameOfData:
     _skip_channels(r, sized, "force plate")
     _skip_channels(r, sized, "device")
     timestamp, params = _frame_suffix(r, v)
-    return FrameOfData(
-        frame,
-        timestamp,
-        bodies["id"],
-        bodies["pos"],
-        bodies["quat"],
-        np.bitwise_and(bodies["params"], 1).astype(bool),
-        bodies["error"],
-        params,
-    )
+    return _frame_of_data(frame, timestamp, bodies, params)
 
 
 def _frame_bodies(r: PacketReader, sized: bool) -> np.ndarray:

@@ -1,6 +1,7 @@
 """``rbmcap live SOURCE [--ckpt MODEL] [--subject NAME[:CALIB]]... [--calib CALIB] [--map MAP]
 [--vmc [HOST:]PORT] [--udp-json [HOST:]PORT] [--view [[HOST:]PORT]] [--record OUT.npz]
-[--bvh OUT.bvh] [--calibrate SECONDS --calib-out CALIB] [--duration S] [--frames N] [--json]``:
+[--bvh OUT.bvh] [--calibrate SECONDS --calib-out CALIB] [--duration S] [--frames N]
+[--threads N] [--json]``:
 rigid bodies streamed from a capture system (or a replayed take) into SMPL, live."""
 
 from __future__ import annotations
@@ -41,6 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--hot",
         action="store_true",
         help="keep the model warm between frames (lower latency; one core stays busy)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="torch threads while posing (default 1: more only stall on a busy machine)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON summary at the end")
     p.set_defaults(func=_live)
@@ -117,6 +125,7 @@ def _live(args: argparse.Namespace) -> int:
         ),
         calibrate_s=args.calibrate,
         calib_out=args.calib_out,
+        **({} if args.threads is None else {"threads": args.threads}),
     )
     source = open_source(
         args.source,

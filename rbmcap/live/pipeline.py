@@ -10,6 +10,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from rbmcap.calibrate import Calibration
 from rbmcap.errors import ConfigError
 from rbmcap.inference import Predictor
@@ -24,6 +26,11 @@ from rbmcap.live.subject import Subject
 
 VIEW_PORT = 8080
 """The browser viewer's port when its address names none."""
+
+THREADS = 1
+"""torch's intra-op threads while a live run poses. One frame's step is a few small products:
+split across a pool it gains nothing, and the pool's threads spin against whatever else runs
+on the machine, which stalls the step (docs/live.md#the-command-line)."""
 
 
 @dataclass(frozen=True)
@@ -74,9 +81,12 @@ class LiveSetup:
         sinks: which sinks to feed; session: how the session runs.
         calibrate_s: record this many seconds first, calibrate every subject, then pose with
             the result (None: no live calibration); calib_out: the YAML that calibration writes.
+        threads: torch's intra-op threads while the run poses (and fits a live calibration),
+            :data:`THREADS` unless told otherwise; the caller's count is restored after.
 
     Raises:
-        ConfigError: ``calibrate_s`` without ``calib_out``, or not above 0 s.
+        ConfigError: ``calibrate_s`` without ``calib_out``, or not above 0 s; ``threads``
+            not a whole number above 0.
     """
 
     ckpt: str
@@ -87,8 +97,10 @@ class LiveSetup:
     session: LiveOptions = field(default_factory=LiveOptions)
     calibrate_s: float | None = None
     calib_out: str | None = None
+    threads: int = THREADS
 
     def __post_init__(self) -> None:
+        _check_threads(self.threads)
         if self.calibrate_s is None:
             return
         if not self.calib_out:
@@ -99,7 +111,8 @@ class LiveSetup:
 
 @dataclass
 class LivePipeline:
-    """A live run's parts (:meth:`build` makes them from a :class:`LiveSetup`)."""
+    """A live run's parts (:meth:`build` makes them from a :class:`LiveSetup`); ``threads``:
+    torch's intra-op threads while it runs (see :attr:`LiveSetup.threads`)."""
 
     source: Source
     predictor: Predictor
@@ -107,6 +120,10 @@ class LivePipeline:
     sinks: list[Sink] = field(default_factory=list)
     options: LiveOptions = field(default_factory=LiveOptions)
     calibration: LiveCalibration | None = None
+    threads: int = THREADS
+
+    def __post_init__(self) -> None:
+        _check_threads(self.threads)
 
     @classmethod
     def build(cls, source: Source, setup: LiveSetup) -> LivePipeline:
@@ -122,12 +139,13 @@ class LivePipeline:
             sinks=build_sinks(setup.sinks),
             options=setup.session,
             calibration=calibration,
+            threads=setup.threads,
         )
 
     def run(self) -> tuple[LiveStats, bool]:
-        """Run the session; returns its counters and whether it was stopped by Ctrl-C or
-        SIGTERM (the frame being posed is finished, then every sink is closed: recordings
-        written)."""
+        """Run the session at ``threads`` torch threads (the caller's count is back when it
+        returns); returns its counters and whether it was stopped by Ctrl-C or SIGTERM (the
+        frame being posed is finished, then every sink is closed: recordings written)."""
         _show_progress()
         session = LiveSession(
             self.source,
@@ -138,7 +156,7 @@ class LivePipeline:
             before_posing=self.calibration,
         )
         self.session = session
-        with _stopping_on_signals(session) as stopped:
+        with _torch_threads(self.threads), _stopping_on_signals(session) as stopped:
             try:
                 stats = session.run()
             except KeyboardInterrupt:  # a second Ctrl-C: stop at once (sinks still close)
@@ -146,8 +164,8 @@ class LivePipeline:
         return stats, bool(stopped)
 
     def summary(self, stats: LiveStats, interrupted: bool) -> dict:
-        """A JSON-ready summary: the counters, latency, phases, whether it waited hot, sinks and
-        files written."""
+        """A JSON-ready summary: the counters, latency, phases, whether it waited hot, torch's
+        threads, sinks and files written."""
         written = [str(p) for s in self.sinks for p in getattr(s, "written", [])]
         if self.calibration is not None:
             written += [str(p) for p in self.calibration.written]
@@ -156,6 +174,7 @@ class LivePipeline:
             "subjects": [s.name for s in self.subjects],
             "phases": getattr(self, "session", None) and self.session.phases,
             "hot": self.options.hot,
+            "threads": self.threads,
             **stats.summary(),
             "sinks": [s.name for s in self.sinks],
             "written": written,
@@ -231,6 +250,24 @@ def host_port(text: str, default_port: int | None = None, what: str = "address")
 def _flag(field_name: str) -> str:
     """The ``rbmcap live`` flag of a :class:`SinkOptions` field (``udp_json`` → ``--udp-json``)."""
     return "--" + field_name.replace("_", "-")
+
+
+def _check_threads(threads: int) -> None:
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ConfigError(f"--threads {threads!r}: expected a whole number of threads, 1 or more")
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int):
+    """Inside the block torch runs ``threads`` intra-op threads; the count before is restored
+    after. (Inter-op threads are left alone: the step forks no work, and torch allows setting
+    them only once, before any parallel work.)"""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _show_progress() -> None:

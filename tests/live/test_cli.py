@@ -30,7 +30,7 @@ def test_a_replay_goes_live_to_a_recording_and_a_json_summary(take_file, tmp_pat
     argv = ["live", f"replay:{take_file}", *TRACE, "--rate", "120", "--record", str(out)]
     assert main([*argv, "--bvh", str(tmp_path / "rec.bvh"), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["phases"] == 4 and summary["processed"] > 150
+    assert summary["phases"] == 4 and summary["processed"] > 150 and summary["threads"] == 1
     assert summary["lost"] == 0 and not summary["interrupted"]
     motion = SMPLMotion.load(out)
     assert motion.num_frames == summary["processed"] and motion.fps == 240.0
@@ -48,6 +48,13 @@ def test_two_subjects_each_get_their_own_recording_waiting_hot(tmp_path, capsys)
     alice, bob = (SMPLMotion.load(tmp_path / f"rec_{n}.npz") for n in ("alice", "bob"))
     assert alice.num_frames == bob.num_frames == summary["processed"]
     assert np.mean(bob.trans[:, 0] - alice.trans[:, 0]) == pytest.approx(2.0, abs=0.2)
+
+
+def test_threads_sets_torchs_threads_while_posing(take_file, capsys):
+    argv = ["live", f"replay:{take_file}", *TRACE, "--rate", "inf", "--frames", "10"]
+    assert main([*argv, "--threads", "2", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["threads"] == 2 and summary["processed"] == 10
 
 
 @pytest.mark.slow  # the fit over frames: about 40 s on 2 cores
@@ -76,6 +83,7 @@ def test_live_calibration_records_fits_writes_and_streams_on_with_it(take_file, 
         (["live", "REPLAY", "--subject", "a", "--subject", "a"], "given twice"),
         (["live", "REPLAY", "--subject", "carol"], "subject 'carol'"),
         (["live", "REPLAY", "--record", "/no/such/dir/rec.npz"], "rec.npz"),
+        (["live", "REPLAY", "--threads", "0"], "--threads 0: expected a whole number"),
     ],
 )
 def test_user_mistakes_are_one_error_line_and_a_nonzero_exit(take_file, capsys, argv, expected):

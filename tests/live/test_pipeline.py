@@ -4,8 +4,11 @@ and :class:`SinkOptions` check their values when made, :meth:`LivePipeline.build
 
 from __future__ import annotations
 
+import math
+
 import pytest
-from helpers.live import synthetic_take
+import torch
+from helpers.live import KeepingSink, synthetic_take
 
 from rbmcap.errors import ConfigError
 from rbmcap.live.pipeline import LivePipeline, LiveSetup, SinkOptions, build_sinks
@@ -49,6 +52,7 @@ def test_sink_addresses_default_to_loopback_and_the_viewer_to_its_port():
         (lambda: SinkOptions(udp_json="70000"), "--udp-json '70000': port 70000 is outside"),
         (lambda: LiveSetup("m", calibrate_s=2.0), "--calibrate needs --calib-out"),
         (lambda: LiveSetup("m", calibrate_s=0.0, calib_out="c.yaml"), "expected seconds > 0"),
+        (lambda: LiveSetup("m", threads=0), "--threads 0: expected a whole number"),
     ],
 )
 def test_bad_options_are_refused_when_made(make, message):
@@ -60,3 +64,38 @@ def test_each_sink_asked_for_is_built_at_its_address(tmp_path):
     sinks = build_sinks(SinkOptions(udp_json="9000", bvh=str(tmp_path / "a.bvh")))
     assert [type(s) for s in sinks] == [UDPJSONSink, RecordingSink]
     assert (sinks[0].host, sinks[0].port) == ("127.0.0.1", 9000)
+
+
+class ThreadCounting(KeepingSink):
+    """A :class:`KeepingSink` noting torch's thread count as each pose arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[int] = set()
+
+    def send(self, pose) -> None:
+        super().send(pose)
+        self.seen.add(torch.get_num_threads())
+
+
+@pytest.mark.parametrize(("threads", "posing"), [(None, 1), (2, 2)])
+def test_a_run_poses_at_one_torch_thread_unless_told_and_gives_the_callers_count_back(
+    threads, posing
+):
+    setup = LiveSetup(
+        ckpt="standin-rbm14-stream",
+        session=LiveOptions(backend="trace"),
+        **({} if threads is None else {"threads": threads}),
+    )
+    run = LivePipeline.build(ReplaySource(synthetic_take(24, fps=60.0), rate=math.inf), setup)
+    sink = ThreadCounting()
+    run.sinks.append(sink)
+    callers = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        stats, _ = run.run()
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(callers)
+    assert sink.seen == {posing} and stats.processed == len(sink.poses) == 23
+    assert run.summary(stats, False)["threads"] == posing

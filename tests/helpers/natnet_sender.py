@@ -234,14 +234,18 @@ def _pose_function(poses: PoseSource, n: int) -> Callable[[int], Poses]:
     return checked
 
 
-def frames_from_capture(capture: Capture) -> Poses:
-    """A capture's plates as the sender's poses in Motive's Y-up world (inverse of
-    :data:`~rbmcap.io.optitrack.Y_UP_TO_Z_UP`: ``p_y = Aᵀ p_z``, ``R_y = Aᵀ R_z``).
+def frames_from_capture(capture: Capture, up: str = "y") -> Poses:
+    """A capture's plates as the sender's poses, in the world Motive streams with its Up Axis
+    set to ``up``: "y" (Motive's default), the world turned back by the inverse of
+    :data:`~rbmcap.io.optitrack.Y_UP_TO_Z_UP` (``p_y = Aᵀ p_z``, ``R_y = Aᵀ R_z``: each rigid
+    body keeps its own axes); "z", rbmcap's Z-up world as it is.
 
     Returns:
         pos (T, N, 3) float64 metres, quat (T, N, 4) float64 xyzw, tracked (T, N) bool.
     """
-    a = Y_UP_TO_Z_UP
+    if up not in ("y", "z"):
+        raise ConfigError(f"up axis {up!r}: expected y or z")
+    a = Y_UP_TO_Z_UP if up == "y" else np.eye(3)
     pos = capture.pos.astype(np.float64) @ a
     rot = np.einsum("ji,tnjk->tnik", a, capture.rot.astype(np.float64))
     quat = roma.rotmat_to_unitquat(torch.from_numpy(rot)).numpy()
@@ -265,7 +269,8 @@ class MotiveSender:
         bodies: (N,) rigid-body names; body k has id k + 1.
         poses: ``poses(i) -> (pos (N, 3) metres Y up, quat (N, 4) xyzw, tracked (N,) bool)`` for
             frame index i, or the arrays ``(pos (T, N, 3), quat (T, N, 4), tracked (T, N))``,
-            which repeat with period T (:func:`frames_from_capture` gives them).
+            which repeat with period T (:func:`frames_from_capture` gives them; Z up with
+            ``up="z"``).
         fps: frame rate, Hz; frame i is due ``i / fps`` seconds after streaming began and carries
             frame number i and timestamp ``i / fps``.
         version: the NatNet bitstream version written, one of :data:`VERSIONS`.

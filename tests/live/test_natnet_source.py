@@ -3,6 +3,7 @@ rbmcap/bench/natnet_server.py)."""
 
 from __future__ import annotations
 
+import math
 import socket
 import sys
 import time
@@ -11,13 +12,18 @@ import numpy as np
 import pytest
 import roma
 import torch
+from helpers.live import KeepingSink, synthetic_take
+from helpers.natnet_sender import MotiveSender, frames_from_capture
 
 from rbmcap.bench.natnet_server import BodyFrames, NatNetServer
 from rbmcap.errors import ConfigError, FormatError
+from rbmcap.inference import Predictor
 from rbmcap.io.capture import Capture
+from rbmcap.live.session import LiveOptions, LiveSession
 from rbmcap.live.sources import natnet_decoder as nn
 from rbmcap.live.sources.base import Source, SourceLost
 from rbmcap.live.sources.natnet import NatNetSource, convert_bodies
+from rbmcap.live.sources.replay import ReplaySource
 
 NAMES = ("pelvis", "left foot", "right_hand <R&D>")
 RATE = 200.0
@@ -118,6 +124,66 @@ def test_y_up_stream_is_turned_as_the_csv_importer_does():
     pos, rot, _ = convert_bodies(frame, "z")
     np.testing.assert_allclose(pos, [[0.0, 1.0, 0.0]])
     np.testing.assert_allclose(rot[0], np.eye(3))
+
+
+def streamed_take(take: Capture, up: str) -> Capture:
+    """``take`` streamed by the test-side Motive sender with its Up Axis set to ``up`` and read
+    by a NatNet source told the same: one frame for each of the take's frames (the sender repeats
+    the take, frame number i carrying its frame i mod T), in the take's order."""
+    t = take.num_frames
+    with MotiveSender(take.names, frames_from_capture(take, up), RATE) as sender:
+        source = NatNetSource(command_port=sender.command_port, data_port=0, up=up)
+        source.open()
+        try:
+            got, deadline = {}, time.perf_counter() + 5.0
+            while len(got) < t and time.perf_counter() < deadline:
+                frame = source.read(0.2)
+                if frame is not None:
+                    got[frame.frame % t] = frame
+        finally:
+            source.close()
+    assert len(got) == t, f"{len(got)} of the take's {t} frames arrived"
+    frames = [got[k] for k in range(t)]
+    assert all(f.names == tuple(take.names) for f in frames)
+    return Capture(
+        fps=RATE,
+        names=list(take.names),
+        pos=np.stack([f.pos for f in frames]),
+        rot=np.stack([f.rot for f in frames]),
+        valid=np.stack([f.valid for f in frames]),
+        source=f"natnet-{up}-up",
+    )
+
+
+def posed(predictor: Predictor, frames: Capture) -> list:
+    """Every frame after the first posed by a live session with the stream model (a replay
+    that hands over one frame per turn, so none is dropped)."""
+    sink = KeepingSink()
+    source = ReplaySource(frames, rate=math.inf)
+    LiveSession(source, predictor, [sink], options=LiveOptions(backend="trace")).run()
+    assert len(sink.poses) == frames.num_frames - 1
+    return sink.poses
+
+
+def test_a_take_streamed_y_up_and_z_up_gives_the_same_frames_and_poses():
+    """Motive's Up Axis set to Y (its default: the world turned -90 degrees about X from
+    rbmcap's, each rigid body keeping its own axes) with ``up="y"``, or set to Z with ``up="z"``:
+    the same plates in rbmcap's world, and the same poses."""
+    take = synthetic_take(96, fps=RATE)
+    y_up, z_up = streamed_take(take, "y"), streamed_take(take, "z")
+    np.testing.assert_array_equal(y_up.valid, z_up.valid)
+    np.testing.assert_array_equal(y_up.valid, take.valid)
+    np.testing.assert_allclose(y_up.pos, z_up.pos, atol=1e-6)
+    np.testing.assert_allclose(y_up.rot, z_up.rot, atol=1e-6)
+    valid = take.valid
+    np.testing.assert_allclose(y_up.pos[valid], take.pos[valid], atol=1e-6)
+    np.testing.assert_allclose(y_up.rot[valid], take.rot[valid], atol=2e-6)
+    predictor = Predictor.from_checkpoint("standin-rbm14-stream")
+    from_y, from_z = posed(predictor, y_up), posed(predictor, z_up)
+    assert [p.frame for p in from_y] == [p.frame for p in from_z]
+    for a, b in zip(from_y, from_z, strict=True):
+        np.testing.assert_allclose(a.rotmats, b.rotmats, atol=1e-5)
+        np.testing.assert_allclose(a.trans, b.trans, atol=1e-5)
 
 
 def test_fps_is_measured_once_two_consecutive_frames_arrived(server, source):

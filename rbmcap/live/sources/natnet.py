@@ -14,8 +14,11 @@ brings the rigid bodies' names by id. Frames (``NAT_FRAMEOFDATA``) arrive
   taken from either socket).
 
 Frames become :class:`~rbmcap.live.frames.RigidBodyFrame` s in rbmcap's conventions
-(:func:`convert_bodies`): Motive's world is Y up by default (``up="y"`` turns it Z up with
-:data:`~rbmcap.io.optitrack.Y_UP_TO_Z_UP`, as the CSV importer does), lengths are multiplied by
+(:func:`convert_bodies`): Motive's world is right-handed and Y up by default, and ``up="y"``
+turns it Z up with :data:`~rbmcap.io.optitrack.Y_UP_TO_Z_UP` ``A``, +90° about X, as the CSV
+importer does: positions ``A p``, rotations ``A R`` (the world turns, each rigid body keeps its
+own axes); ``up="z"`` (Motive's Up Axis set to Z) takes both as they come (docs/live.md, "Motive's
+up axis", gives OptiTrack's documentation and what it leaves open); lengths are multiplied by
 ``scale`` (metres per server unit; Motive streams metres), quaternions become world-from-body
 rotation matrices, and a body not tracked in a frame is invalid with a zero position and an
 identity rotation. A frame naming a rigid body the model definitions do not know asks for them
@@ -75,7 +78,8 @@ def convert_bodies(
 
     Args:
         frame: the decoded frame (positions and xyzw quaternions in the server's axes and units).
-        up: the server's world up axis, "y" (Motive's default) or "z".
+        up: the server's world up axis: "y" (Motive's default; turned Z up, ``A p`` and ``A R``
+            for :data:`~rbmcap.io.optitrack.Y_UP_TO_Z_UP` ``A``) or "z" (taken as they come).
         scale: metres per server length unit.
 
     Returns:

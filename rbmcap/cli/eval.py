@@ -12,7 +12,7 @@ import json
 import logging
 from pathlib import Path
 
-from rbmcap.evaluation.options import HYBRID_CLAIM_FRACTION, defaults
+from rbmcap.evaluation.options import HYBRID_CLAIM_FRACTION, PRECISIONS, defaults
 from rbmcap.evaluation.wording import fraction_in_words
 
 
@@ -108,6 +108,12 @@ def _network_arguments(p: argparse.ArgumentParser, d: dict) -> None:
         metavar="FRAMES",
         help="σ of the network's smoothing over time, in frames (0: its raw answer; default: "
         "the predictor's, rbmcap.inference.smoothing)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help=f"the network's weights as a live stream may hold them (default {d['precision']}; "
+        "bfloat16 and int8: a causal GRU)",
     )
     p.add_argument("--device", help=f"torch device (default {d['device']})")
 

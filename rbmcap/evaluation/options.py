@@ -18,6 +18,10 @@ from typing import Any
 from rbmcap.errors import ConfigError
 from rbmcap.evaluation.occlusion import check_groups, occlusion_groups
 
+PRECISIONS = ("float32", "bfloat16", "int8")
+""":data:`rbmcap.inference.narrow.PRECISIONS`, written out so that the command line reads it
+without importing torch (a test keeps the two equal)."""
+
 HYBRID_CLAIM_FRACTION = 0.2
 """The hybrid claim: the 6-DoF baseline's accuracy in at most this fraction of its
 converged time. The default hybrid budget and the claim the report judges."""
@@ -58,6 +62,9 @@ class EvalOptions:
         smoothing: σ (frames) of the zero-phase Gaussian over the network's whole-sequence
             answer (:mod:`rbmcap.inference.smoothing`; 0: its raw answer; None: the
             predictor's default). The hybrid starts from the smoothed answer.
+        precision: the type the network's weights are held in
+            (:data:`rbmcap.inference.narrow.PRECISIONS`; ``bfloat16``/``int8``: a causal GRU
+            as a live stream would run it, :mod:`rbmcap.inference.narrow`).
         device: torch device of the network and the solvers.
         vertices: compute V2V (a full mesh forward per frame).
         body: body model path (None: the data's stand-in).
@@ -84,6 +91,7 @@ class EvalOptions:
     start_errors: tuple[float, ...] = ()
     occlude: tuple[tuple[str, ...], ...] = ()
     smoothing: float | None = None
+    precision: str = "float32"
     device: str = "cpu"
     vertices: bool = True
     body: str | None = None
@@ -113,6 +121,11 @@ class EvalOptions:
             math.isfinite(self.smoothing) and self.smoothing >= 0
         ):
             raise ConfigError(f"eval option smoothing = {self.smoothing}: expected frames ≥ 0")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(
+                f"eval option precision = {self.precision!r}: expected one of "
+                f"{', '.join(PRECISIONS)}"
+            )
         if not self.split:
             raise ConfigError("eval option split is empty")
         if self.sequences is not None and not self.sequences:

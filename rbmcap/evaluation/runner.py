@@ -101,7 +101,9 @@ class EvalSetup:
         """Load the checkpoint and the split; checks they belong together and that the occluded
         plates are the data's."""
         smoothing = {} if opts.smoothing is None else {"smoothing": opts.smoothing}
-        predictor = Predictor.from_checkpoint(opts.ckpt, device=opts.device, **smoothing)
+        predictor = Predictor.from_checkpoint(
+            opts.ckpt, device=opts.device, precision=opts.precision, **smoothing
+        )
         data = RBMDataset(opts.data, opts.split)
         if len(data) == 0:
             raise DataError(f"{opts.data}: split {opts.split!r} is empty")

@@ -90,7 +90,10 @@ def package_path(program) -> Path:
         digest.update(name.encode())
         if isinstance(value, torch.Tensor):
             digest.update(str((value.dtype, tuple(value.shape))).encode())
-            digest.update(value.detach().contiguous().cpu().numpy().tobytes())
+            value = value.detach().contiguous().cpu()
+            if value.dtype == torch.bfloat16:  # numpy has no bfloat16: hash its bits
+                value = value.view(torch.int16)
+            digest.update(value.numpy().tobytes())
     return cache_dir() / "stream" / f"{digest.hexdigest()[:32]}.pt2"
 
 

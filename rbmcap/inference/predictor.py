@@ -20,6 +20,7 @@ from rbmcap.body.params import SMPLParams
 from rbmcap.checkpoint import load_model
 from rbmcap.errors import DataError, ModelError
 from rbmcap.inference.capture import checkpoint_body, predict_capture
+from rbmcap.inference.narrow import narrowed
 from rbmcap.inference.smoothing import DEFAULT_SIGMA_FRAMES, smooth_answer
 from rbmcap.inference.stream import StreamSession
 
@@ -31,6 +32,9 @@ class Predictor:
         model: the trained model; chunk: frames per chunk; overlap: frames shared by chunks.
         smoothing: σ (frames) of the zero-phase Gaussian over a whole sequence's answer
             (:func:`rbmcap.inference.smoothing.smooth_answer`; 0: the network's raw answer).
+        precision: the type the network's weights are held in, one of
+            :data:`rbmcap.inference.narrow.PRECISIONS` (``bfloat16`` and ``int8``: a causal
+            GRU for live streams, :mod:`rbmcap.inference.narrow`).
     """
 
     def __init__(
@@ -40,13 +44,15 @@ class Predictor:
         overlap: int = 60,
         device: str = "cpu",
         smoothing: float = DEFAULT_SIGMA_FRAMES,
+        precision: str = "float32",
     ) -> None:
         if not 0 <= 2 * overlap < chunk:
             raise ModelError(f"chunk={chunk}, overlap={overlap}: need 0 <= 2*overlap < chunk")
         if not (math.isfinite(smoothing) and smoothing >= 0):
             raise ModelError(f"smoothing={smoothing}: expected a number of frames >= 0")
         self.smoothing = float(smoothing)
-        self.model = model.to(device).eval()
+        self.model = narrowed(model.to(device).eval(), precision)
+        self.precision = precision
         self.device = torch.device(device)
         self.chunk, self.overlap = int(chunk), int(overlap)
         config = model.config

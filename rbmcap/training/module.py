@@ -35,6 +35,7 @@ from rbmcap.model.regressor import (
     full_precision,
     plain_data,
 )
+from rbmcap.training.distill import DISTILL_KEYS, Teacher
 from rbmcap.training.dropout import drop_markers, hide_plates
 from rbmcap.training.guards import check_finite_loss, check_finite_weights
 
@@ -76,6 +77,8 @@ class RegressorLitModule(L.LightningModule):
             starts.
         augment: ``{"marker_dropout", "dropout_span", "hide_plates"}``.
         seed: seed of the augmentation generator and of each batch's randomness.
+        distill: ``{"teacher", "weight", "init"}`` (:mod:`rbmcap.training.distill`): a trained
+            model whose representation the network learns too (``teacher`` null: none).
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class RegressorLitModule(L.LightningModule):
         optim: dict[str, Any],
         augment: dict[str, Any],
         seed: int,
+        distill: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         config = RegressorConfig.from_dict(model)
@@ -99,8 +103,13 @@ class RegressorLitModule(L.LightningModule):
             "augment": self.augment_cfg,
             "seed": seed,
         }
+        if distill is not None:
+            hparams["distill"] = checked_section("distill", distill, DISTILL_KEYS)
         self.save_hyperparameters(plain_data(hparams))
         self.model = PoseRegressor(config)
+        # Held outside the module tree: the teacher is neither trained nor saved.
+        teacher = None if distill is None else Teacher.from_config(distill, self.model)
+        object.__setattr__(self, "teacher", teacher)
         self.rotation_loss = rotation_loss(self.loss_cfg["rotation"])
         self._generator = torch.Generator().manual_seed(seed)
 
@@ -172,6 +181,9 @@ class RegressorLitModule(L.LightningModule):
             valid = self._augmented_valid(batch["valid"])
             out = self(batch["pos"], batch["rot"], valid)
         terms, _ = self._losses(out, batch)
+        if self.teacher is not None:
+            terms["distill"] = self.teacher.loss(batch["pos"], batch["rot"], valid)
+            terms["total"] = terms["total"] + self.teacher.weight * terms["distill"]
         check_finite_loss(terms, self.current_epoch, self.global_step)
         for k, v in terms.items():
             self.log(

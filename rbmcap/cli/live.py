@@ -1,7 +1,7 @@
 """``rbmcap live SOURCE [--ckpt MODEL] [--subject NAME[:CALIB]]... [--calib CALIB] [--map MAP]
 [--vmc [HOST:]PORT] [--udp-json [HOST:]PORT] [--view [[HOST:]PORT]] [--record OUT.npz]
 [--bvh OUT.bvh] [--calibrate SECONDS --calib-out CALIB] [--duration S] [--frames N]
-[--threads N] [--json]``:
+[--threads N] [--precision float32|bfloat16|int8] [--json]``:
 rigid bodies streamed from a capture system (or a replayed take) into SMPL, live."""
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+
+from rbmcap.evaluation.options import PRECISIONS
 
 DEFAULT_MODEL = "standin-rbm14-stream"
 
@@ -29,6 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="compiled",
         choices=("compiled", "trace", "eager"),
         help="stream step backend (default compiled: needs a C++ compiler, once per model)",
+    )
+    p.add_argument(
+        "--precision",
+        default="float32",
+        choices=PRECISIONS,
+        help="the network's weights: float32 as trained, or narrower to stay in the core's "
+        "cache (docs/live.md#a-step-that-stays-in-cache)",
     )
     _subject_options(p)
     _sink_options(p)
@@ -125,6 +134,7 @@ def _live(args: argparse.Namespace) -> int:
         ),
         calibrate_s=args.calibrate,
         calib_out=args.calib_out,
+        precision=args.precision,
         **({} if args.threads is None else {"threads": args.threads}),
     )
     source = open_source(

@@ -83,6 +83,9 @@ class LiveSetup:
             the result (None: no live calibration); calib_out: the YAML that calibration writes.
         threads: torch's intra-op threads while the run poses (and fits a live calibration),
             :data:`THREADS` unless told otherwise; the caller's count is restored after.
+        precision: the type the stream network's weights are held in
+            (:data:`rbmcap.inference.narrow.PRECISIONS`: ``float32`` as trained, ``bfloat16``
+            or ``int8`` to stay in a core's cache, :mod:`rbmcap.inference.narrow`).
 
     Raises:
         ConfigError: ``calibrate_s`` without ``calib_out``, or not above 0 s; ``threads``
@@ -98,6 +101,7 @@ class LiveSetup:
     calibrate_s: float | None = None
     calib_out: str | None = None
     threads: int = THREADS
+    precision: str = "float32"
 
     def __post_init__(self) -> None:
         _check_threads(self.threads)
@@ -134,7 +138,7 @@ class LivePipeline:
             calibration = LiveCalibration(setup.calibrate_s, Path(setup.calib_out))
         return cls(
             source=source,
-            predictor=Predictor.from_checkpoint(setup.ckpt),
+            predictor=Predictor.from_checkpoint(setup.ckpt, precision=setup.precision),
             subjects=subjects_from(list(setup.subjects), setup.calib, setup.mapping),
             sinks=build_sinks(setup.sinks),
             options=setup.session,
@@ -175,6 +179,7 @@ class LivePipeline:
             "phases": getattr(self, "session", None) and self.session.phases,
             "hot": self.options.hot,
             "threads": self.threads,
+            "precision": self.predictor.precision,
             **stats.summary(),
             "sinks": [s.name for s in self.sinks],
             "written": written,

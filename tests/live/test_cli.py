@@ -57,6 +57,20 @@ def test_threads_sets_torchs_threads_while_posing(take_file, capsys):
     assert summary["threads"] == 2 and summary["processed"] == 10
 
 
+def test_precision_holds_the_networks_weights_narrower(take_file, tmp_path, capsys):
+    """The same frames posed with int8 weights: the summary says so, and the poses are close to
+    float32's but not the same (the narrow network ran)."""
+    motions = {}
+    for precision in ("float32", "int8"):
+        out = tmp_path / f"{precision}.npz"
+        argv = ["live", f"replay:{take_file}", *TRACE, "--rate", "inf", "--frames", "12"]
+        assert main([*argv, "--precision", precision, "--record", str(out), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["precision"] == precision
+        motions[precision] = SMPLMotion.load(out)
+    difference = np.abs(motions["int8"].poses - motions["float32"].poses).max()
+    assert 0 < difference < 0.1
+
+
 @pytest.mark.slow  # the fit over frames: about 40 s on 2 cores
 @pytest.mark.acceptance  # the same length in CI and in make acceptance
 def test_live_calibration_records_fits_writes_and_streams_on_with_it(take_file, tmp_path, capsys):

@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "synth": "rbm14 synthesis frames per second, sparse vs dense, and peak memory",
     "train": "training windows per second of the default model on this machine",
     "infer": "network frames per second in batch and streaming latency p50/p99",
+    "step": "a live stream's frame step back to back and paced at 120/240/360 Hz, per precision",
     "live": "rbmcap live from a NatNet server on loopback: packet-to-pose latency, dropped frames",
 }
 

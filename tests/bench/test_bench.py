@@ -83,6 +83,7 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
         {"model", "markers", "frames", "iterations", "mpjpe_mm", "curve"},
         {"ms_per_frame", "network_ms_per_frame", "solver_to_network_time_ratio"},
     ),
+    "step": ({"backend", "torch_threads", "runs"}, {"rounds", "seconds_per_rate"}),
     "live": (
         {"backend", "torch_threads_session", "sink", "runs"},
         {"seconds_per_run"},
@@ -99,6 +100,19 @@ def test_bench_live_streams_from_a_natnet_server_and_poses_its_frames(capsys):
         assert run["processed"] > 200 and run["received"] >= run["processed"] + run["dropped"]
         assert run["lost"] == 0 and run["behind"] <= 1
         assert 0 < run["latency_p50_ms"] <= run["latency_p99_ms"] <= run["latency_max_ms"]
+
+
+def test_bench_step_times_every_precision_back_to_back_and_paced(capsys):
+    runs = quick_bench("step", capsys)["runs"]
+    assert {(r["precision"], r["paced"]) for r in runs} == {
+        (p, paced) for p in ("float32", "bfloat16", "int8") for paced in (False, True)
+    }
+    weights = {r["precision"]: r["weights_mb"] for r in runs}
+    assert weights["int8"] == pytest.approx(weights["float32"] / 4)
+    assert weights["bfloat16"] == pytest.approx(weights["float32"] / 2)
+    for run in runs:
+        assert 0 < run["step_p50_ms"] <= run["step_p99_ms"] and run["steps"] > 0
+        assert run["rate_hz"] == (240.0 if run["paced"] else None)
 
 
 def _numbers(value, path: str = ""):

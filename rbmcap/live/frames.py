@@ -64,12 +64,20 @@ class LivePose:
 class LiveStats:
     """Counters of a live session, updated as it runs (read by sinks such as the viewer).
 
+    What each counter means under loss, reordering, duplicates, restarts and frame-number wrap is
+    :class:`FrameCounter`'s (docs/live.md#under-network-conditions).
+
     Attributes:
         received: frames the source delivered; processed: frames posed (all subjects);
-        dropped: frames overwritten before the consumer took them (the consumer was slower);
-        lost: gaps in the source's frame numbers (packets lost or late on the network);
-        late: frames that arrived after a newer one (not posed; not counted lost);
-        restarts: times the source's frame numbers went back (a restarted sender);
+        dropped: frames in order that the consumer had no time to pose (stepped through their
+            phase's state without a pose: the phase's later poses stay the offline answer);
+        lost: frame numbers skipped by the stream and never received (packets lost on the
+            network), less those that came late;
+        late: frames that arrived after a newer one, or a lone frame number out of place (not
+            posed);
+        duplicates: copies of a frame already received (the same number and timestamp);
+        restarts: times the source's numbering started afresh (a restarted sender);
+        resets: times a phase started afresh, more of its frames dropped than it may catch up;
         reconnects: times the source was opened again after its connection broke;
         behind: the most frames the source was ahead of the frame being posed, when it was taken;
         latencies_ms: packet received → last inline sink returned, per processed frame (ms),
@@ -81,7 +89,9 @@ class LiveStats:
     dropped: int = 0
     lost: int = 0
     late: int = 0
+    duplicates: int = 0
     restarts: int = 0
+    resets: int = 0
     reconnects: int = 0
     behind: int = 0
     latencies_ms: collections.deque = field(
@@ -92,8 +102,7 @@ class LiveStats:
         """The counters and latency p50/p99/max (ms) as a JSON-ready dict."""
         lat = np.asarray(self.latencies_ms, dtype=np.float64)
         pct = (lambda q: float(np.percentile(lat, q))) if len(lat) else (lambda q: None)
-        keys = ("received", "processed", "dropped", "lost", "late", "restarts", "reconnects")
-        out = {k: getattr(self, k) for k in (*keys, "behind")}
+        out = {k: getattr(self, k) for k in COUNTERS}
         return out | {
             "latency_p50_ms": pct(50),
             "latency_p99_ms": pct(99),
@@ -101,5 +110,156 @@ class LiveStats:
         }
 
 
+COUNTERS = (
+    "received",
+    "processed",
+    "dropped",
+    "lost",
+    "late",
+    "duplicates",
+    "restarts",
+    "resets",
+    "reconnects",
+    "behind",
+)
+""":class:`LiveStats`' counters, in the order of its summary."""
 LATENCY_WINDOW = 1_000_000
 """Latencies kept (the most recent): over an hour at 240 Hz."""
+LATE_FRAMES = 256
+"""How far back from the newest frame number a frame is still placed in the stream (late, or a
+duplicate); a step further back is a restart when the next frame continues it."""
+DUPLICATE_S = 0.5
+"""A copy of a frame arrives within this many seconds of it (the same packet twice on the
+network); the same number and time later is a sender that numbers afresh the same way."""
+
+
+def number_step(a: int, b: int) -> int:
+    """Frame number ``b`` − ``a`` as a signed 32-bit step: NatNet's numbers are int32 and QTM's
+    uint32, so the number after the largest is the smallest, one step on."""
+    return (b - a + 2**31) % 2**32 - 2**31
+
+
+class FrameCounter:
+    """Places each frame a source delivers in its stream by frame number, and counts it in a
+    :class:`LiveStats` (``received``, ``lost``, ``late``, ``duplicates``, ``restarts``).
+
+    With ``newest`` the newest frame number in order (numbers unwrapped: :func:`number_step`)
+    and W = ``window``, a frame numbered
+
+    - after ``newest`` is in order; the numbers it skips are ``lost``, unless the step is more
+      than W + 2 × fps × the seconds since the newest frame arrived (more frames than the
+      source could have sent): then the numbering has changed, as below;
+    - ``newest`` or less, at most W back: a copy of a frame received (its number and
+      timestamp, arriving within :data:`DUPLICATE_S` of it) is a duplicate; a number skipped
+      is ``late`` and no longer lost; a number never counted (before the stream's first frame,
+      or skipped while paused: :meth:`pause`) is late too;
+    - anything else (more than W back; a number below W that the stream started after; a
+      number received before, with another timestamp or long before; a step forward too
+      large) is held: when the next frame continues it (at most W after it) and does not
+      continue the stream, the sender numbers afresh from the held frame (a ``restart``: both
+      frames are in order); otherwise the held frame was a lone number out of place (late).
+
+    A frame in order comes back with its unwrapped number; the others are not posed.
+    """
+
+    def __init__(self, stats: LiveStats, window: int = LATE_FRAMES) -> None:
+        self.stats, self.window = stats, int(window)
+        self.fps: float | None = None  # the source's rate, when known (bounds a step's gap)
+        self._paused = False
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the numbering: the next frame starts it afresh (a reopened source)."""
+        self.newest: int | None = None  # unwrapped
+        self._raw = 0  # the newest frame's number as the source gave it
+        self._first = 0  # the numbering's first frame (unwrapped)
+        self._seen: list[tuple | None] = [
+            None
+        ] * self.window  # (number, ts, arrival) by number mod W
+        self._gaps: set[int] = set()
+        self._held: tuple | None = None  # (frame, its number, timestamp)
+        self._arrival = 0.0
+        self._quiet = self._paused  # paused, or the first step after: any step fits, none lost
+
+    def pause(self) -> None:
+        """Nothing is posed for a while (set-up), and the source may not hold what comes
+        meanwhile: steps forward lose nothing and fit whatever their size, until the first
+        one after :meth:`resume`."""
+        self._paused = self._quiet = True
+
+    def resume(self) -> None:
+        """Posing starts: the gaps so far are forgotten (a frame of them that comes is late,
+        and lost stays as it is), and so is a held frame."""
+        self._gaps.clear()
+        self._held, self._paused = None, False
+
+    def count(self, frame) -> list[tuple[object, int]]:
+        """Count ``frame`` (anything with ``frame``, ``timestamp`` and ``received``): the
+        frames it puts in order, each with its unwrapped number (none, itself, or a held frame
+        and itself)."""
+        stats = self.stats
+        stats.received += 1
+        raw, ts = frame.frame, frame.timestamp
+        if self.newest is None:
+            self._begin(raw)
+            return [self._accept(frame, raw, raw, ts)]
+        step = number_step(self._raw, raw)
+        if self._held is not None:
+            held, held_raw, held_ts = self._held
+            after = number_step(held_raw, raw)
+            if after == 0 and ts == held_ts:
+                stats.duplicates += 1
+                return []
+            self._held = None
+            if 0 < after <= self.window and not (step > 0 and self._fits(step, frame)):
+                stats.restarts += 1
+                self._begin(held_raw)
+                first = self._accept(held, held_raw, held_raw, held_ts)
+                return [first, self._forward(frame, after)]
+            stats.late += 1
+        if step > 0:
+            if self._fits(step, frame):
+                return [self._forward(frame, step)]
+        elif -step < self.window:
+            number = self.newest + step
+            slot = self._seen[number % self.window]
+            if slot is not None and slot[0] == number:
+                if slot[1] == ts and frame.received - slot[2] <= DUPLICATE_S:
+                    stats.duplicates += 1
+                    return []
+            elif number >= self._first or not 0 <= raw < self.window:
+                if number in self._gaps:
+                    self._gaps.discard(number)
+                    stats.lost -= 1
+                stats.late += 1
+                self._seen[number % self.window] = (number, ts, frame.received)
+                return []
+        self._held = (frame, raw, ts)
+        return []
+
+    def _fits(self, step: int, frame) -> bool:
+        """Whether a step forward by ``step`` numbers fits the time since the newest frame."""
+        if self._quiet or not self.fps:
+            return True
+        since = max(frame.received - self._arrival, 0.0)
+        return step - 1 <= self.window + 2.0 * self.fps * since
+
+    def _begin(self, raw: int) -> None:
+        self._seen = [None] * self.window
+        self._gaps.clear()
+        self.newest, self._raw, self._first = raw, raw, raw
+
+    def _forward(self, frame, step: int) -> tuple[object, int]:
+        number = self.newest + step
+        if step > 1 and not self._quiet:
+            self.stats.lost += step - 1
+            self._gaps.update(range(max(self.newest + 1, number - self.window + 1), number))
+            if len(self._gaps) > 2 * self.window:
+                self._gaps = {g for g in self._gaps if g > number - self.window}
+        self._quiet = self._paused
+        return self._accept(frame, number, frame.frame, frame.timestamp)
+
+    def _accept(self, frame, number: int, raw: int, ts: float) -> tuple[object, int]:
+        self.newest, self._raw, self._arrival = number, raw, frame.received
+        self._seen[number % self.window] = (number, ts, frame.received)
+        return frame, number

@@ -4,15 +4,25 @@ One thread receives and poses: the one that called :meth:`LiveSession.run` (the 
 the command line, so Ctrl-C and SIGTERM land there). Each turn of its loop
 
 - waits for the source's next frame (:mod:`rbmcap.live.sources.base`), then reads every frame that
-  arrived meanwhile without waiting and poses the newest (after the one before it when the two
-  arrived together, less than half a frame apart: a burst on the network): frames a slow turn
-  (a slow sink, a late step) was overtaken by are counted ``dropped`` and never queue, and the
-  consumer is never more than one frame behind. Frame numbers are counted
-  as they arrive: gaps are ``lost``, a packet filling a recent gap is ``late`` (not posed out of
-  order), any other step back is a restart. When the source's connection breaks it is closed and
-  opened again after 0.1 s, the wait doubling up to 2 s (``reconnects``);
+  arrived meanwhile without waiting and poses the newest, after the one before it when the two
+  arrived together (less than half a frame apart: a burst on the network) or when posing both
+  at the recent cost of a pose still ends before the next frame is due (a one-off stall: the
+  consumer catches up). Frames a slow turn (a slow sink, a late step) was overtaken by beyond
+  that are counted ``dropped`` and never queue: each is stepped through its phase's state
+  without a pose before that phase's next pose (:meth:`~rbmcap.live.subject.SubjectGroup.hold`),
+  earlier when the consumer has time before the next frame is due, so every pose stays the
+  causal answer on the frames that came; the consumer is never more than one frame behind.
+  Frame numbers are placed as they arrive (:class:`~rbmcap.live.frames.FrameCounter`: ``lost``,
+  ``late``, ``duplicates``, ``restarts``); only frames in order are posed or stepped. When the
+  source's connection breaks it is closed and opened again after 0.1 s, the wait doubling up to
+  2 s (``reconnects``);
 - poses every subject in one step (:class:`~rbmcap.live.subject.SubjectGroup`) and hands each
   pose to the inline sinks at once and to each threaded sink's own newest-only slots.
+
+Nothing that arrives before the session is set up (the model's step built and warmed, a live
+calibration recorded and fitted, the sinks open) enters a phase's state: those frames are read
+and counted (so that a late copy of one is known as such), then the counters are set back, and
+posing starts from the next frame in order.
 
 No second thread handles frames: a handoff between threads costs the interpreter lock on every
 frame, a large part of a 240 Hz frame's latency budget (docs/live.md#latency). Latency is
@@ -25,6 +35,7 @@ recording is written) before it returns or re-raises.
 
 from __future__ import annotations
 
+import collections
 import gc
 import logging
 import threading
@@ -36,7 +47,7 @@ import numpy as np
 
 from rbmcap.errors import DataError, first_line
 from rbmcap.inference.capture import checkpoint_body
-from rbmcap.live.frames import LivePose, LiveStats, RigidBodyFrame
+from rbmcap.live.frames import FrameCounter, LivePose, LiveStats, RigidBodyFrame
 from rbmcap.live.handoff import KeyedSlots
 from rbmcap.live.sinks.base import Sink, SubjectInfo
 from rbmcap.live.sources.base import Source, SourceLost
@@ -44,12 +55,14 @@ from rbmcap.live.subject import Subject, SubjectGroup, SubjectStream, phase_coun
 
 log = logging.getLogger("rbmcap.live")
 
-LATE_FRAMES = 256
-"""How many of the most recent missing frame numbers a late packet may still fill."""
 BACKOFF_S = (0.1, 2.0)
 """First and longest wait before reopening a source whose connection broke, seconds."""
+POSE_TIMES = 15
+"""How many of the latest frames' posing times give the recent cost of a pose (their median:
+one stall or a slow first frame does not move it)."""
 SPIN_S = 3e-4
-"""A hot session stops warming this long before the next frame is due and only polls."""
+"""A session stops stepping (held frames, or a hot session's spare) this long plus a step
+before the next frame is due; a hot one then only polls."""
 
 
 @dataclass
@@ -102,22 +115,28 @@ class LiveSession:
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._open, self._ended, self._backoff = False, False, BACKOFF_S[0]
-        self._latest: int | None = None
-        self._gaps: set[int] = set()
+        self.counter = FrameCounter(self.stats)
+        self._in_order: collections.deque[tuple[RigidBodyFrame, int]] = collections.deque()
         self._threads: list[_SinkThread] = []
         self._opened: list[Sink] = []
         self.phases, self._period = 1, 0.0
-        self._arrival = 0.0  # when the newest counted frame arrived (perf_counter s)
+        self._arrival = 0.0  # when the newest frame in order arrived (perf_counter s)
         self._spare: tuple | None = None  # hot: a spare session and the plates it steps on
-        self._warm_s = 0.0  # hot: how long a spare step takes (running estimate)
+        self._step_s = 0.0  # how long a step without a pose takes (running estimate)
+        self._pose_times: collections.deque[float] = collections.deque(maxlen=POSE_TIMES)
 
     # ----------------------------------------------------------------------- receiving
-    def _read(self, timeout: float) -> RigidBodyFrame | None:
-        """The source's next frame that is not late, waiting up to ``timeout`` s for the first
-        packet (later ones only if already there); None when none came, while the source is
-        being reopened, or once it ended (``_ended``)."""
+    def _read(self, timeout: float) -> tuple[RigidBodyFrame, int] | None:
+        """The source's next frame in order and its number unwrapped (:class:`FrameCounter`),
+        waiting up to ``timeout`` s for the first packet (later ones only if already there);
+        None when none came, while the source is being reopened, or once it ended
+        (``_ended``)."""
         source = self.source
-        while not self._ended:
+        while True:
+            if self._in_order:
+                return self._in_order.popleft()
+            if self._ended:
+                return None
             try:
                 if not self._open:
                     source.open()
@@ -129,73 +148,89 @@ class LiveSession:
                 log.warning("%s; reconnecting in %.1f s", why, self._backoff)
                 source.close()
                 self.stats.reconnects += self._open
-                self._open, self._latest = False, None  # a reopened source numbers afresh
+                self._open = False
+                self.counter.reset()  # a reopened source numbers afresh
                 self._stop.wait(self._backoff)
                 self._backoff = min(2 * self._backoff, BACKOFF_S[1])
                 return None
             except EOFError:
                 self._ended = True
                 return None
-            if frame is None or self._count(frame):
-                return frame
-            timeout = 0.0  # a late packet: whatever is already there next
-        return None
+            if frame is None:
+                return None
+            self._in_order.extend(self.counter.count(frame))
+            if self._in_order:
+                self._arrival = self._in_order[-1][0].received
+            timeout = 0.0  # not in order: whatever is already there next
 
-    def _arrived(self, timeout: float) -> tuple[list[RigidBodyFrame], int]:
-        """What to pose this turn, and how many frames it overtook. The newest frame to arrive
-        within ``timeout`` s (see :meth:`_read`) and everything already there after it; posed:
-        the newest, after the one before it when the two arrived together (less than half a
-        frame apart: a burst on the network, not a consumer that fell behind)."""
-        last, seen = [], 0
-        frame = self._read(timeout) if self._spare is None else self._read_hot(timeout)
-        while frame is not None:
-            last, seen = [*last[-1:], frame], seen + 1
-            frame = self._read(0.0)
-        if len(last) == 2 and last[1].received - last[0].received >= 0.5 * self._period:
-            last = last[1:]
-        return last, seen - len(last)
+    def _arrived(
+        self, timeout: float
+    ) -> tuple[list[tuple[RigidBodyFrame, int]], list[tuple[RigidBodyFrame, int]]]:
+        """What to pose this turn, and the frames it was overtaken by. The newest frame in
+        order to arrive within ``timeout`` s (see :meth:`_read`) and everything already there
+        after it; posed: the newest, after the one before it where :meth:`_room_for_two` says
+        so."""
+        got = []
+        item = self._wait(timeout)
+        while item is not None:
+            got.append(item)
+            item = self._read(0.0)
+        posed = 2 if len(got) >= 2 and self._room_for_two(got[-2][0], got[-1][0]) else 1
+        return got[-posed:], got[:-posed]
 
-    def _read_hot(self, timeout: float) -> RigidBodyFrame | None:
-        """:meth:`_read` without sleeping: poll the source, and between polls step the spare
-        session while the next frame is not due within its step and ``SPIN_S`` (or is overdue
-        by half a frame: the source paused)."""
-        session, plates = self._spare
+    def _room_for_two(self, before: RigidBodyFrame, newest: RigidBodyFrame) -> bool:
+        """Whether to pose the frame before the newest too: the two arrived together (less than
+        half a frame apart: a burst on the network), or posing both at the recent cost of a pose
+        (the median of the last :data:`POSE_TIMES`) ends before the frame after the newest is
+        due (a one-off stall, with room to catch up). A consumer slower than the source has no
+        such room and takes the newest alone."""
+        period = self._period
+        if newest.received - before.received < 0.5 * period:
+            return True
+        times = sorted(self._pose_times)
+        if not times:
+            return False
+        due = newest.received + period
+        return time.perf_counter() + 2.0 * times[len(times) // 2] < due
+
+    def _has_time(self, now: float) -> bool:
+        """Whether a step (a held frame, or the spare) ends :data:`SPIN_S` before the next
+        frame is due."""
+        return now + self._step_s + SPIN_S < self._arrival + self._period
+
+    def _step_between(self, now: float) -> None:
+        """One step without a pose while no frame is there: a held frame
+        (:meth:`SubjectGroup.catch_up`), else (hot) the spare session; its time goes into the
+        running estimate of a step."""
+        if not self.group.catch_up(self.counter.newest or 0):
+            session, plates = self._spare
+            session.push(*plates)
+        took = time.perf_counter() - now
+        self._step_s = took if not self._step_s else 0.9 * self._step_s + 0.1 * took
+
+    def _wait(self, timeout: float) -> tuple[RigidBodyFrame, int] | None:
+        """:meth:`_read`, stepping held frames (and, hot, the spare session) while no frame is
+        there: poll the source, and between polls step while the next frame is not due within a
+        step and ``SPIN_S``, or is overdue by half a frame (the source paused). Idle, with
+        nothing held, or with the next frame due before a step would end, wait for it asleep."""
+        hot, held = self._spare is not None, self.group.pending
         end = time.perf_counter() + timeout
         while True:
-            frame = self._read(0.0)
-            if frame is not None or self._ended or self._stop.is_set():
-                return frame
+            if not hot and not any(held):
+                return self._read(max(end - time.perf_counter(), 0.0))
+            item = self._read(0.0)
+            if item is not None or self._ended or self._stop.is_set():
+                return item
             now = time.perf_counter()
             if now >= end:
                 return None
-            due = self._arrival + self._period
-            if now + self._warm_s + SPIN_S < due or now > due + 0.5 * self._period:
-                session.push(*plates)
-                took = time.perf_counter() - now
-                self._warm_s = took if not self._warm_s else 0.9 * self._warm_s + 0.1 * took
-
-    def _count(self, frame: RigidBodyFrame) -> bool:
-        """Count ``frame``; False when it is late: a number missing from a recent gap (it was
-        counted lost, and is not posed out of order) or the newest one again. Any other step
-        back is a restarted source."""
-        stats, last, number = self.stats, self._latest, frame.frame
-        stats.received += 1
-        if last is not None:
-            if number in self._gaps or number == last:
-                self._gaps.discard(number)
-                stats.late += 1
-                stats.lost -= number != last
-                return False
-            if number < last:
-                stats.restarts += 1
-                self._gaps.clear()
-            elif number > last + 1:
-                stats.lost += number - last - 1
-                self._gaps.update(range(max(last + 1, number - LATE_FRAMES), number))
-                while len(self._gaps) > LATE_FRAMES:
-                    self._gaps.discard(min(self._gaps))
-        self._latest, self._arrival = number, frame.received
-        return True
+            overdue = self._arrival + 1.5 * self._period
+            if self._has_time(now) or now > overdue:
+                self._step_between(now)
+            elif not hot:
+                item = self._read(min(end, overdue) - now)
+                if item is not None:
+                    return item
 
     # ----------------------------------------------------------------------- consuming
     def run(self) -> LiveStats:
@@ -222,9 +257,9 @@ class LiveSession:
         wait = self.options.wait_s
         deadline = None if wait is None else time.perf_counter() + wait
         while not self._stop.is_set():
-            frame = self._read(0.1)
-            if frame is not None and (self.options.fps or self.source.fps):
-                return frame
+            item = self._read(0.1)
+            if item is not None and (self.options.fps or self.source.fps):
+                return item[0]
             if self._ended:
                 return None
             if deadline is not None and time.perf_counter() > deadline:
@@ -237,12 +272,13 @@ class LiveSession:
         frames: list[RigidBodyFrame] = []
         end = time.perf_counter() + seconds
         while time.perf_counter() < end and not self._stop.is_set() and not self._ended:
-            frame = self._read(min(0.1, max(end - time.perf_counter(), 0.0)))
-            if frame is not None:
-                frames.append(frame)
+            item = self._read(min(0.1, max(end - time.perf_counter(), 0.0)))
+            if item is not None:
+                frames.append(item[0])
         return frames
 
     def _start(self, first: RigidBodyFrame) -> None:
+        self.counter.pause()
         fps = self.options.fps or self.source.fps
         phases = phase_count(fps, self.predictor.fps)
         count = len(self.subjects)
@@ -261,20 +297,21 @@ class LiveSession:
             if not sink.inline:
                 self._threads.append(_SinkThread(sink))
         self.phases, self._period = phases, 1.0 / float(fps)
+        self.counter.fps = float(fps)
         if self.options.hot:
             self._spare = (self.group.sessions[0].fork(), self.group.plates(first))
         gc.collect()
         gc.freeze()  # what set-up made is never collected again: no long pause while posing
-        # Posing starts from the next frame: the frames that waited through set-up are read
-        # and not counted (neither received nor dropped), and what a socket or queue could not
-        # hold while set-up (or a live calibration's fit) ran is not a loss in the stream:
-        # numbering starts afresh.
-        counted = self.stats.received, self.stats.lost, self.stats.late
+        # Posing starts from the next frame in order: the frames that waited through set-up are
+        # read and placed (a late copy of one is then known as such, and enters no phase) but
+        # not counted (neither received nor dropped), and what a socket or queue could not hold
+        # while set-up (or a live calibration's fit) ran is not a loss in the stream.
+        stats = self.stats
+        counted = stats.received, stats.lost, stats.late, stats.duplicates
         while self._read(0.0) is not None:
             pass
-        self.stats.received, self.stats.lost, self.stats.late = counted
-        self._latest = None
-        self._gaps.clear()
+        stats.received, stats.lost, stats.late, stats.duplicates = counted
+        self.counter.resume()
         self.source.ready()
 
     def _info(self, stream: SubjectStream, fps: float) -> SubjectInfo:
@@ -295,19 +332,24 @@ class LiveSession:
         opts, stats = self.options, self.stats
         inline = [s for s in self.sinks if s.inline]
         end = None if opts.duration is None else time.perf_counter() + opts.duration
+        group = self.group
         while not self._ended:
             frames, overtaken = self._arrived(0.1)
-            stats.dropped += overtaken
-            for frame in frames:
-                stats.behind = max(stats.behind, (self._latest or frame.frame) - frame.frame)
-                self._pose(frame, inline)
+            stats.dropped += len(overtaken)
+            for frame, number in overtaken:
+                stats.resets += group.hold(frame, number)
+            for frame, number in frames:
+                newest = self.counter.newest
+                stats.behind = max(stats.behind, 0 if newest is None else newest - number)
+                self._pose(frame, number, inline)
                 if opts.max_frames is not None and stats.processed >= opts.max_frames:
                     return
             if self._stop.is_set() or (end is not None and time.perf_counter() > end):
                 return
 
-    def _pose(self, frame: RigidBodyFrame, inline: list[Sink]) -> None:
-        poses: list[LivePose] = self.group.pose(frame)
+    def _pose(self, frame: RigidBodyFrame, number: int, inline: list[Sink]) -> None:
+        start = time.perf_counter()
+        poses: list[LivePose] = self.group.pose(frame, number)
         for sink in inline:
             for pose in poses:
                 sink.send(pose)
@@ -317,6 +359,7 @@ class LiveSession:
                 thread.slots.put(pose.subject, pose)
         self.stats.latencies_ms.append(1e3 * (done - frame.received))
         self.stats.processed += 1
+        self._pose_times.append(done - start)
 
     def _close_sinks(self) -> None:
         for thread in self._threads:

@@ -14,11 +14,13 @@ are exactly those the causal model gives offline on that phase's frames.
 
 from __future__ import annotations
 
+import collections
 import logging
 from dataclasses import dataclass
 
 import numpy as np
 
+from rbmcap.calibrate.calibration import PlateOffsets
 from rbmcap.errors import ConfigError
 from rbmcap.io.names import map_names
 from rbmcap.live.frames import LivePose, RigidBodyFrame
@@ -27,6 +29,9 @@ log = logging.getLogger("rbmcap.live")
 
 SEPARATORS = "_:-. /"
 """What may stand between a subject's name and a plate's name in a rigid body's name."""
+CATCH_UP_FRAMES = 6
+"""How many of its frames left unposed a phase keeps to step through its state before its next
+pose (at the model's 60 Hz, 100 ms of them); a phase with more starts afresh."""
 
 
 @dataclass
@@ -69,7 +74,12 @@ def strip_prefix(name: str, prefix: str) -> str | None:
 
 class SubjectStream:
     """A subject's plates out of each :class:`RigidBodyFrame`, calibrated (:meth:`plates`);
-    :class:`SubjectGroup` poses them."""
+    :class:`SubjectGroup` poses them.
+
+    Attributes:
+        count: frames posed for the subject so far.
+        offsets: its calibration's plate offsets in the marker set's order, or None.
+    """
 
     def __init__(self, subject: Subject, predictor) -> None:
         self.subject = subject
@@ -77,7 +87,7 @@ class SubjectStream:
         self.marker_set = predictor.marker_set
         self.count = 0
         self._columns: dict[tuple[str, ...], np.ndarray] = {}
-        self._offsets = None
+        self.offsets: PlateOffsets | None = None
         self.set_calibration(subject.calibration)
 
     def set_calibration(self, calibration) -> None:
@@ -94,7 +104,7 @@ class SubjectStream:
             except ConfigError as exc:
                 raise ConfigError(f"subject {self.subject.name or '(unnamed)'}: {exc}") from None
         self.subject.calibration = calibration
-        self._offsets = offsets
+        self.offsets = offsets
 
     def columns(self, names: tuple[str, ...], strict: bool = False) -> np.ndarray:
         """(N,) index of each marker-set plate among a frame's ``names`` (cached per names);
@@ -146,17 +156,26 @@ class SubjectStream:
         """:meth:`observed`, mapped onto the virtual plates by the calibration when there is one
         (:meth:`rbmcap.calibrate.PlateOffsets.apply`: pos, rot float32)."""
         pos, rot, valid = self.observed(frame)
-        if self._offsets is None:
+        if self.offsets is None:
             return pos, rot, valid
-        return self._offsets.apply(pos, rot, valid)
+        return self.offsets.apply(pos, rot, valid)
 
 
 class SubjectGroup:
     """Every subject of a session posed together: per phase one stream session that steps all
     subjects at once (their plates stacked, :class:`~rbmcap.inference.stream.FrameStep`), so a
-    frame reads the network's weights once, however many subjects it holds."""
+    frame reads the network's weights once, however many subjects it holds.
 
-    def __init__(self, streams: list[SubjectStream], template, phases: int) -> None:
+    A frame the session had no time to pose is held (:meth:`hold`) and stepped through its
+    phase's state without a pose before that phase's next pose (or earlier, :meth:`catch_up`),
+    so that a phase's poses stay the causal answer on every frame of it that came. A phase keeps
+    at most ``catch_up`` such frames: one more, and it starts afresh from the last ``catch_up``
+    (its state set back to the first frame's).
+    """
+
+    def __init__(
+        self, streams: list[SubjectStream], template, phases: int, catch_up: int = CATCH_UP_FRAMES
+    ) -> None:
         """``template``: a :class:`~rbmcap.inference.stream.StreamSession` of the predictor for
         ``len(streams)`` subjects, whose frame step every phase shares (forked)."""
         if template.subjects != len(streams):
@@ -164,32 +183,123 @@ class SubjectGroup:
                 f"a stream of {template.subjects} subjects cannot pose {len(streams)} subjects"
             )
         self.streams = list(streams)
+        self.template = template
         self.sessions = [template.fork() for _ in range(phases)]
+        self.pending = [collections.deque(maxlen=catch_up) for _ in range(phases)]
+        self._afresh = [False] * phases  # the phase's state is to start again before its steps
+        self._layouts: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray | None]] = {}
+        self._calibrations: tuple = ()
+        self._offsets: PlateOffsets | None = None
+        self._betas: list[np.ndarray | None] = []
 
+    # ----------------------------------------------------------------------- plates
     def plates(self, frame: RigidBodyFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every subject's :meth:`SubjectStream.plates` of ``frame``, stacked (a leading S
-        where there are several subjects)."""
-        if len(self.streams) == 1:
-            return self.streams[0].plates(frame)
-        pos, rot, valid = zip(*(s.plates(frame) for s in self.streams))
-        return np.stack(pos), np.stack(rot), np.stack(valid)
+        where there are several subjects): one gather from the frame for all subjects, and
+        one calibration for all of them."""
+        layout = self._layouts.get(frame.names)
+        if layout is None:
+            layout = self._layout(frame.names)
+        columns, gone = layout
+        pos, rot, valid = frame.pos[columns], frame.rot[columns], frame.valid[columns]
+        if gone is not None:
+            pos[gone], rot[gone], valid[gone] = 0.0, np.eye(3, dtype=rot.dtype), False
+        if len(self.streams) > 1:
+            s = len(self.streams)
+            pos, rot, valid = pos.reshape(s, -1, 3), rot.reshape(s, -1, 3, 3), valid.reshape(s, -1)
+        offsets = self._calibrated()
+        if offsets is None:
+            return pos, rot, valid
+        return offsets.apply(pos, rot, valid)
 
-    def pose(self, frame: RigidBodyFrame) -> list[LivePose]:
-        """Pose ``frame`` for every subject: its phase's session takes one step."""
+    def _layout(self, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray | None]:
+        """Where every subject's plates are among ``names`` (S·N,), and which are missing."""
+        columns = np.concatenate([s.columns(names) for s in self.streams])
+        gone = columns < 0
+        self._layouts[names] = columns, (gone if gone.any() else None)
+        return self._layouts[names]
+
+    def _calibrated(self) -> PlateOffsets | None:
+        """Every subject's plate offsets stacked (an uncalibrated subject's: none), or None when
+        no subject is calibrated; made again when a subject's calibration changes."""
+        calibrations = tuple(s.subject.calibration for s in self.streams)
+        if len(calibrations) == len(self._calibrations) and all(
+            a is b for a, b in zip(calibrations, self._calibrations)
+        ):
+            return self._offsets
+        self._calibrations = calibrations
+        self._betas = [
+            None if (b := getattr(c, "betas", None)) is None else np.asarray(b, dtype=np.float32)
+            for c in calibrations
+        ]
+        offsets = [s.offsets for s in self.streams]
+        if all(o is None for o in offsets):
+            self._offsets = None
+            return None
+        n = len(self.streams[0].marker_names)
+        rotation = np.stack(
+            [np.broadcast_to(np.eye(3), (n, 3, 3)) if o is None else o.rotation for o in offsets]
+        )
+        position = np.stack([np.zeros((n, 3)) if o is None else o.position for o in offsets])
+        if len(offsets) == 1:
+            rotation, position = rotation[0], position[0]
+        self._offsets = PlateOffsets(self.streams[0].marker_names, rotation, position)
+        return self._offsets
+
+    # ----------------------------------------------------------------------- posing
+    def phase(self, number: int) -> int:
+        """The phase of frame ``number``."""
+        return number % len(self.sessions)
+
+    def hold(self, frame: RigidBodyFrame, number: int) -> bool:
+        """Keep ``frame`` (its unwrapped frame ``number``), which is not posed, to step through
+        its phase's state before that phase's next pose. True when the phase had ``catch_up``
+        frames held already and so starts afresh (from the newest of them)."""
+        phase = number % len(self.sessions)
+        pending = self.pending[phase]
+        full = len(pending) == pending.maxlen
+        afresh = full and not self._afresh[phase]
+        self._afresh[phase] |= full
+        pending.append(frame)
+        return afresh
+
+    def catch_up(self, newest: int) -> bool:
+        """Step one held frame through its phase's state, of the phase whose turn comes first
+        after frame ``newest``; False when no frame is held."""
+        count = len(self.sessions)
+        for ahead in range(1, count + 1):
+            phase = (newest + ahead) % count
+            if self.pending[phase]:
+                self._step_held(phase)
+                return True
+        return False
+
+    def _step_held(self, phase: int) -> None:
+        if self._afresh[phase]:
+            self.sessions[phase] = self.template.fork()
+            self._afresh[phase] = False
+        frame = self.pending[phase].popleft()
+        self.sessions[phase].push(*self.plates(frame))
+
+    def pose(self, frame: RigidBodyFrame, number: int | None = None) -> list[LivePose]:
+        """Pose ``frame`` for every subject: its phase's session steps the frames held for it,
+        then takes this one. ``number``: the frame's number unwrapped (default: its own)."""
+        phase = (frame.frame if number is None else number) % len(self.sessions)
+        while self.pending[phase]:
+            self._step_held(phase)
         pos, rot, valid = self.plates(frame)
-        session = self.sessions[frame.frame % len(self.sessions)]
+        session = self.sessions[phase]
         rotmats, trans = session.push(pos, rot, valid)
-        running = session.betas
+        calibrated = self._betas
+        running = None if all(b is not None for b in calibrated) else session.betas
         if len(self.streams) == 1:
             pos, rot, valid, rotmats, trans = (a[None] for a in (pos, rot, valid, rotmats, trans))
             running = None if running is None else running[None]
         poses = []
         for k, stream in enumerate(self.streams):
             stream.count += 1
-            calibrated = getattr(stream.subject.calibration, "betas", None)
-            if calibrated is not None:
-                betas = calibrated
-            else:
+            betas = calibrated[k]
+            if betas is None:
                 betas = None if running is None else running[k]
             poses.append(
                 LivePose(

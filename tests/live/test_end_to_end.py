@@ -199,11 +199,13 @@ def qtm_source(server: ServerProcess) -> QualisysSource:
 
 
 class Tapped:
-    """A source passed on unchanged that keeps every frame it hands to the session."""
+    """A source passed on unchanged that keeps every frame it hands to the session, and how
+    many it had handed out when the session was ready to pose (``ready_at``)."""
 
     def __init__(self, source) -> None:
         self.inner = source
         self.frames: list[RigidBodyFrame] = []
+        self.ready_at = 0
 
     @property
     def name(self) -> str:
@@ -227,6 +229,7 @@ class Tapped:
         return frame
 
     def ready(self) -> None:
+        self.ready_at = len(self.frames)
         self.inner.ready()
 
     def close(self) -> None:
@@ -251,12 +254,14 @@ class Trigger(KeepingSink):
 
 @dataclass
 class Run:
-    """What a session did: its counters, phases, the frames it received, the poses it gave."""
+    """What a session did: its counters, phases, the frames it received (``ready_at`` of them
+    before it was ready to pose), the poses it gave."""
 
     stats: LiveStats
     phases: int
     received: list[RigidBodyFrame]
     poses: list
+    ready_at: int = 0
 
     def __repr__(self) -> str:  # short: a failed assertion prints it
         return f"Run({len(self.received)} frames received, {len(self.poses)} poses)"
@@ -278,7 +283,7 @@ def stream(
     options = LiveOptions(backend=backend, duration=seconds, wait_s=20.0, hot=hot)
     session = LiveSession(tapped, predictor, [keep, *sinks], list(subjects), options)
     stats = session.run()
-    return Run(stats, session.phases, tapped.frames, keep.poses)
+    return Run(stats, session.phases, tapped.frames, keep.poses, tapped.ready_at)
 
 
 def report(label: str, run: Run) -> dict:
@@ -304,12 +309,17 @@ def plate_columns(names: Sequence[str], subject: str, plates: Sequence[str]) -> 
 
 
 def offline_on_received(predictor, run: Run, subject: str = "") -> dict:
-    """The causal model offline, per phase, on the received frames that ``subject`` was posed
-    for: {frame number: (rotmats (24, 3, 3), trans (3,))}."""
-    poses = [p for p in run.poses if p.subject == subject]
-    numbers = np.array([p.frame for p in poses])
+    """The causal model offline, per phase, on every frame in order that came after the
+    session was ready (posed, or dropped and stepped without a pose; not a late one):
+    {frame number: (rotmats (24, 3, 3), trans (3,))}."""
     by_number = {f.frame: f for f in run.received}
     assert len(by_number) == len(run.received), "frame numbers repeat: use this before a restart"
+    numbers, newest = [], max((f.frame for f in run.received[: run.ready_at]), default=-1)
+    for f in run.received[run.ready_at :]:
+        if f.frame > newest:
+            numbers.append(f.frame)
+            newest = f.frame
+    numbers = np.array(numbers)
     cols = plate_columns(run.received[0].names, subject, predictor.marker_names)
     size = int(numbers.max()) + 1
     pos = np.zeros((size, len(cols), 3), np.float32)
@@ -323,6 +333,7 @@ def offline_on_received(predictor, run: Run, subject: str = "") -> dict:
 
 def assert_posed_as_offline(predictor, run: Run, subjects: Sequence[str] = ("",)) -> None:
     assert run.phases == PHASES
+    assert run.stats.resets == 0, "a phase started afresh: its poses are not those of all frames"
     for subject in subjects:
         own = [p for p in run.poses if p.subject == subject]
         assert own, f"no pose of subject {subject!r}"

@@ -9,7 +9,9 @@ The model runs at its training rate. A source ``P`` times faster (``P = round(so
 model fps)``, at least 1) is split into ``P`` interleaved phases, frame number ``f`` going to
 phase ``f mod P``: each phase is a stream session of its own seeing frames at the model's rate,
 so every frame is posed, at the source's rate, by one network step, and the poses of one phase
-are exactly those the causal model gives offline on that phase's frames.
+are exactly those the causal model gives offline on that phase's frames: every frame in order
+that came, those the session had no time to pose stepped through the phase's state without a
+pose (:meth:`SubjectGroup.hold`).
 """
 
 from __future__ import annotations

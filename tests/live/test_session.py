@@ -28,7 +28,13 @@ from rbmcap.live.session import LiveOptions, LiveSession
 from rbmcap.live.sinks.recording import RecordingSink
 from rbmcap.live.sources.base import SourceLost
 from rbmcap.live.sources.replay import ReplaySource
-from rbmcap.live.subject import Subject, phase_count, strip_prefix
+from rbmcap.live.subject import (
+    Subject,
+    SubjectGroup,
+    SubjectStream,
+    phase_count,
+    strip_prefix,
+)
 from rbmcap.motion.smpl_motion import SMPLMotion
 
 # Sessions replay at a rate and count what was posed, dropped or stopped in time: under
@@ -164,6 +170,33 @@ def test_subjects_are_posed_apart_each_with_its_own_calibration(predictor, take)
         where[name] = np.mean([p.trans[0] for p in own])
     assert where["bob"] - where["alice"] == pytest.approx(2.0, abs=0.2)  # each where its plates are
     assert len({p.frame for p in sink.poses if p.subject == "alice"}) == len(sink.poses) // 2
+
+
+def test_a_group_gathers_and_calibrates_every_subjects_plates_as_each_alone(predictor, take):
+    """Eight subjects, some calibrated, one plate of one subject gone from the stream: the
+    group's one gather and one calibration give each subject's own plates exactly."""
+    names = [f"s{k}" for k in range(8)]
+    both = prefixed(take, names)
+    keep = [i for i, n in enumerate(both.names) if n != "s3_left_forearm"]
+    subjects = [
+        Subject(n, _calibration(take.names, k) if k % 3 else None) for k, n in enumerate(names)
+    ]
+    streams = [SubjectStream(s, predictor) for s in subjects]
+    group = SubjectGroup(streams, predictor.stream(backend="eager", subjects=8), 1)
+    for i in (0, 50):
+        frame = RigidBodyFrame(
+            i,
+            i / 240,
+            0.0,
+            tuple(both.names[k] for k in keep),
+            both.pos[i, keep],
+            both.rot[i, keep],
+            both.valid[i, keep],
+        )
+        alone = [np.stack(x) for x in zip(*(s.plates(frame) for s in streams))]
+        for got, want in zip(group.plates(frame), alone, strict=True):
+            np.testing.assert_array_equal(got, want)
+        assert not group.plates(frame)[2][3, take.names.index("left_forearm")]
 
 
 def test_names_that_do_not_fit_the_marker_set_are_one_error_before_any_sink_opens(predictor, take):

@@ -249,14 +249,11 @@ class SubjectGroup:
         return self._offsets
 
     # ----------------------------------------------------------------------- posing
-    def phase(self, number: int) -> int:
-        """The phase of frame ``number``."""
-        return number % len(self.sessions)
-
     def hold(self, frame: RigidBodyFrame, number: int) -> bool:
         """Keep ``frame`` (its unwrapped frame ``number``), which is not posed, to step through
         its phase's state before that phase's next pose. True when the phase had ``catch_up``
-        frames held already and so starts afresh (from the newest of them)."""
+        frames held already and so starts afresh: its state set back, from the oldest of the
+        ``catch_up`` frames it then holds."""
         phase = number % len(self.sessions)
         pending = self.pending[phase]
         full = len(pending) == pending.maxlen

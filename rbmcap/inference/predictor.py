@@ -21,6 +21,7 @@ from rbmcap.checkpoint import load_model
 from rbmcap.errors import DataError, ModelError
 from rbmcap.inference.capture import checkpoint_body, predict_capture
 from rbmcap.inference.narrow import narrowed
+from rbmcap.inference.refine import RefineOptions
 from rbmcap.inference.smoothing import DEFAULT_SIGMA_FRAMES, smooth_answer
 from rbmcap.inference.stream import StreamSession
 
@@ -147,11 +148,20 @@ class Predictor:
         body = body if body is not None else checkpoint_body(self.body_id)
         return motion, motion_vertices(motion, body)
 
-    def stream(self, context: int = 60, backend: str = "trace", subjects: int = 1):
+    def stream(
+        self,
+        context: int = 60,
+        backend: str = "trace",
+        subjects: int = 1,
+        refine: RefineOptions | float | None = None,
+    ):
         """A frame-by-frame session answering for the newest frame (bounded latency); see
         :class:`rbmcap.inference.stream.StreamSession`. ``backend`` runs a recurrent model's
         frame: ``"trace"`` (TorchScript, recorded on the first frame), ``"compiled"`` (compiled
         ahead of time into native code, the fastest: about a minute once per model and subject
         count, then cached; needs a C++ compiler) or ``"eager"``; all three answer the same to
-        1e-5. ``subjects`` > 1: each frame holds that many subjects' plates, stepped together."""
-        return StreamSession(self, context, backend=backend, subjects=subjects)
+        1e-5. ``subjects`` > 1: each frame holds that many subjects' plates, stepped together.
+        ``refine``: seconds per frame (or :class:`~rbmcap.inference.refine.RefineOptions`) of
+        solver steps after the network's pose (:mod:`rbmcap.inference.refine`; its kernels run
+        as ``backend`` says); None or 0: the network's pose."""
+        return StreamSession(self, context, backend=backend, subjects=subjects, refine=refine)

@@ -23,6 +23,7 @@ import torch
 
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.inference.compiled import compiled_step, frozen
+from rbmcap.inference.refine import RefineOptions, Refiner, RefineStats
 
 BACKENDS = ("eager", "trace", "compiled")
 """How a recurrent stream runs its frame step: the Python modules as they are, a TorchScript
@@ -144,9 +145,20 @@ class StreamSession:
 
     With ``subjects`` S > 1 every frame holds S subjects' plates, stepped together (see
     :class:`FrameStep`): :meth:`push` takes and returns arrays with a leading S.
+
+    With ``refine`` (seconds, or :class:`~rbmcap.inference.refine.RefineOptions`) each frame's
+    answer is then refined by solver steps within that time (:mod:`rbmcap.inference.refine`),
+    the betas held at the stream's.
     """
 
-    def __init__(self, predictor, context: int, backend: str = "trace", subjects: int = 1) -> None:
+    def __init__(
+        self,
+        predictor,
+        context: int,
+        backend: str = "trace",
+        subjects: int = 1,
+        refine: RefineOptions | float | None = None,
+    ) -> None:
         if backend not in BACKENDS:
             raise ConfigError(f"unknown stream backend {backend!r}; expected one of {BACKENDS}")
         if int(subjects) < 1:
@@ -160,6 +172,9 @@ class StreamSession:
         self._step = None
         self._carry: tuple = ()
         self._count = torch.zeros((), dtype=torch.float64)  # frames so far, as the step reads it
+        options = RefineOptions.of(refine)
+        self.refiner = None if options is None else Refiner(predictor, options, subjects, backend)
+        self._refined = None if self.refiner is None else self.refiner.state()
         if self.recurrent and backend == "compiled":
             self._start(*self._first_frame())
 
@@ -188,6 +203,8 @@ class StreamSession:
         keeps no state of its own, so one trace or compile serves every fork)."""
         other = StreamSession(self.p, self.context, backend="eager", subjects=self.subjects)
         other.backend = self.backend
+        if self.refiner is not None:
+            other.refiner, other._refined = self.refiner, self.refiner.state()
         if self.recurrent:
             if self._step is None:
                 self._start(*self._first_frame())
@@ -207,24 +224,51 @@ class StreamSession:
         sums = self._carry[1][:, 0] if self.subjects > 1 else self._carry[1][0, 0]
         return (sums.cpu().numpy() / float(self._count)).astype(np.float32)
 
+    @property
+    def refine_stats(self) -> RefineStats | None:
+        """What this stream's refinement did so far (None without refinement)."""
+        return None if self._refined is None else self._refined.stats
+
     @torch.inference_mode()
     def push(self, pos, rot, valid) -> tuple[np.ndarray, np.ndarray]:
         """One frame: pos (N, 3) m, rot (N, 3, 3), valid (N,) bool (a leading S for S
         subjects).
 
         Returns (rotmats (24, 3, 3) local, joint 0 global; trans (3,) m) for that frame (a
-        leading S for S subjects).
+        leading S for S subjects), refined when the session refines.
         """
         pos, rot, valid = self._tensors(pos, rot, valid)
+        rotmats, trans, betas = self._network(pos, rot, valid)
+        if self.refiner is not None:
+            if self.subjects == 1:
+                pos, rot, valid = pos[None], rot[None], valid[None]
+            rotmats, trans = self.refiner.refine(
+                self._refined, rotmats, trans, betas(), pos, rot, valid
+            )
+        if self.subjects == 1:
+            rotmats, trans = rotmats[0], trans[0]
+        return rotmats.cpu().numpy(), trans.cpu().numpy()
+
+    @torch.inference_mode()
+    def advance(self, pos, rot, valid) -> None:
+        """Take a frame without answering it: a recurrent model steps its state through it (as
+        :meth:`push` would), and refinement does not run (its next frame does not take this one
+        for the frame before it)."""
+        pos, rot, valid = self._tensors(pos, rot, valid)
+        self._network(pos, rot, valid)
+        if self.refiner is not None:
+            self.refiner.skip(self._refined)
+
+    def _network(self, pos, rot, valid):
+        """The network's answer to a frame of checked tensors: rotmats (S, 24, 3, 3), trans
+        (S, 3) (S = 1 for one subject) and a function giving its betas (S, B)."""
+        several = self.subjects > 1
         if not self.recurrent:
             self.buffer.append((pos, rot, valid))
-            several = self.subjects > 1  # frames (S, N, ...) stack to windows (S, T, N, ...)
+            # frames (S, N, ...) stack to windows (S, T, N, ...)
             window = [torch.stack(v, dim=int(several)) for v in zip(*self.buffer)]
             out = self.p.model(*(window if several else [w[None] for w in window]))
-            rotmats, trans = out["rotmats"][:, -1], out["trans"][:, -1]
-            if not several:
-                rotmats, trans = rotmats[0], trans[0]
-            return rotmats.cpu().numpy(), trans.cpu().numpy()
+            return out["rotmats"][:, -1], out["trans"][:, -1], lambda: out["betas"][:, -1]
         if self._step is None:
             self._start(pos, rot, valid)
         self._count += 1.0  # in place: a new scalar tensor a frame costs more than the add
@@ -233,7 +277,9 @@ class StreamSession:
             pos, rot, valid, state, betas_sum, self._count, fit_h, fit_g
         )
         self._carry = tuple(carry)
-        return rotmats.cpu().numpy(), trans.cpu().numpy()
+        if not several:
+            rotmats, trans = rotmats[None], trans[None]
+        return rotmats, trans, lambda: (carry[1][:, 0] / self._count).float()
 
     def _tensors(self, pos, rot, valid) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One frame's arrays as tensors on the model's device (copies: the caller may reuse its

@@ -1,0 +1,325 @@
+"""One frame of the solver's objective, minimised by Levenberg–Marquardt steps: the kernel of
+live refinement (:mod:`rbmcap.inference.refine`).
+
+For each of S subjects, one frame t is solved with the betas held, against the same objective as
+:mod:`rbmcap.baseline.objective`, restricted to that frame and to the past:
+
+    E = Σ_i v_i (‖p̂_i − p_i‖² / σ_p² + θ(R̂_i, R_i)² / σ_r²)              data
+      + w_prior · NLL_GMM(θ_body) + w_l2 · ‖θ_body‖²                        pose prior
+      + s · Σ_i ‖(p̂_i − 2 c¹_i + c²_i) · fps²‖² / σ_a²                     smoothness
+
+with c¹, c² the predicted plate positions of the two frames solved before (held; ``s`` is 1 when
+there are two, else 0), the rest as in the solver. The unknowns are x = (ω (3), θ_body (69)) and
+the translation t (3): the global orientation is exp(ω)·R_base, a correction of the start's
+R_base, as in the solver.
+
+The data and smoothness terms are a sum of squared residuals r(x, t): the plate position errors
+over σ_p, the plate rotation errors as rotation vectors log(R_iᵀ R̂_i) over σ_r (their squared
+norm is θ²) and the accelerations. The GMM's negative log-likelihood is, near x, its dominant
+component's 0.5‖Lₖᵀ(θ − μₖ)‖² plus a constant (Lₖ: that component's precision factor), a
+residual √(w_prior/2)·Lₖᵀ(θ − μₖ). One step (:class:`LMStep`):
+
+    J = ∂r/∂x        forward differences, all columns in one batched evaluation of the body
+                     (1 + 72 poses: the frame costs one small batched forward, not 72)
+    ∂r/∂t            exact: the identity over σ_p for a seen plate's position, fps²/σ_a for its
+                     acceleration, zero for rotations
+    H = JᵀJ + Hₚ,  g = Jᵀr + gₚ
+    δ = −(H + λ diag(H))⁻¹ g
+
+so a step costs one evaluation of 73 poses, a 75×75 solve and no autograd. The caller keeps the
+best iterate and adapts λ (Levenberg–Marquardt): a step that raised E is retaken with more
+damping. Everything is a fixed sequence of tensor operations on fixed shapes (no Python between
+them, no data-dependent branches), so both modules can be traced or compiled ahead of time.
+"""
+
+from __future__ import annotations
+
+import math
+
+import roma
+import torch
+from torch.nn import functional
+
+from rbmcap.baseline.config import WeightsConfig
+from rbmcap.baseline.objective import predict_markers
+from rbmcap.baseline.prior import PRIOR_JOINTS, GaussianMixturePrior
+from rbmcap.errors import ConfigError
+from rbmcap.markers.plates import PlateTopology
+
+UNKNOWNS = 72
+"""Unknowns of a frame's pose: the global orientation's correction ω (3) and the body's
+axis-angle (23 × 3); the translation (3) comes on top."""
+
+DIFFERENCE_STEP = 1e-3
+"""Forward-difference step of the Jacobian (radians): in float32 its rounding error (~1e-4 of a
+column) and its truncation error (~1e-3) are both far below what a Gauss–Newton step needs."""
+
+
+class FrameTerms(torch.nn.Module):
+    """The residuals and the objective of one frame (see the module docstring), shared by
+    :class:`FrameObjective` and :class:`LMStep`.
+
+    Args:
+        body: the body model (float32 or float64; every tensor follows its dtype and device).
+        topology: the marker set's plate topology (6-DoF plates).
+        weights: the solver's weights (σ_p, σ_r, prior, pose L2, σ_a; the betas are held).
+        prior: the GMM pose prior over joints 1..23, or None.
+        fps: the stream's frame rate (Hz), for the smoothness term.
+    """
+
+    def __init__(
+        self,
+        body,
+        topology: PlateTopology,
+        weights: WeightsConfig,
+        prior: GaussianMixturePrior | None,
+        fps: float,
+    ) -> None:
+        super().__init__()
+        # Held outside the module tree, as the stream's step holds its model: a trace or an
+        # export records the body's arrays as constants.
+        object.__setattr__(self, "body", body)
+        self.topology = topology
+        ref = body.v_template
+        kw = {"dtype": ref.dtype, "device": ref.device}
+        self.position_scale = 1.0 / (weights.position_sigma_mm * 1e-3)
+        self.rotation_scale = 1.0 / math.radians(weights.rotation_sigma_deg)
+        self.accel_scale = fps**2 / weights.accel_sigma if weights.accel_sigma > 0 else 0.0
+        self.pose_l2 = float(weights.pose_l2)
+        self.prior_weight = float(weights.prior) if prior is not None else 0.0
+        if prior is not None and tuple(prior.joints) != PRIOR_JOINTS:
+            raise ConfigError(
+                f"the pose prior covers joints {list(prior.joints)}: refinement needs one over "
+                f"joints 1..23"
+            )
+        if self.prior_weight > 0:
+            prior = prior.to(ref.device, ref.dtype)
+            self.register_buffer("prior_means", prior.means, persistent=False)  # (K, 69)
+            self.register_buffer("prior_factors", prior._prec_chol, persistent=False)  # (K,69,69)
+            self.register_buffer("prior_norms", prior._log_norm, persistent=False)  # (K,)
+        self.register_buffer("eye3", torch.eye(3, **kw), persistent=False)
+
+    @property
+    def residual_count(self) -> int:
+        """Residuals per frame: position, rotation and acceleration, 3 each per plate."""
+        return 9 * len(self.topology.centre)
+
+    def residuals(self, x, trans, base, betas, pos, rot, valid, context, smooth):
+        """The residuals r at R poses of each subject.
+
+        Args:
+            x: (S, R, 72) unknowns (ω, then the body's axis-angle); trans: (S, R, 3) m, or
+                (S, 1, 3) for every pose; base: (S, 3, 3) or (S, R, 3, 3), the global
+                orientation ω corrects; betas: (S, B).
+            pos, rot, valid: (S, N, 3), (S, N, 3, 3), (S, N) the observed plates (invalid
+                entries may hold anything, NaN included).
+            context: (S, 2, N, 3) predicted plate positions of the frames t−2 and t−1;
+            smooth: (S,) 1 where the context holds two solved frames, else 0.
+
+        Returns:
+            (residuals (S, R, 9N), predicted plate positions (S, R, N, 3)).
+        """
+        s, r = x.shape[:2]
+        base = base.reshape(s, -1, 3, 3)
+        root = roma.rotvec_to_rotmat(x[..., :3]) @ base
+        joints = roma.rotvec_to_rotmat(x[..., 3:].reshape(s, r, 23, 3))
+        rotmats = torch.cat([root[:, :, None], joints], dim=2)
+        pp, pr = predict_markers(self.body, self.topology, rotmats, betas[:, None], trans)
+        pos = torch.where(valid[..., None], pos, torch.zeros_like(pos))
+        rot = torch.where(valid[..., None, None], rot, self.eye3)
+        weight = valid[:, None, :, None].to(x.dtype)
+        r_pos = (pp - pos[:, None]) * (weight * self.position_scale)
+        r_rot = rotation_residual(rot[:, None], pr) * (weight * self.rotation_scale)
+        accel = pp - 2.0 * context[:, None, 1] + context[:, None, 0]
+        r_acc = accel * (smooth[:, None, None, None] * self.accel_scale)
+        return torch.cat([r_pos, r_rot, r_acc], dim=-2).flatten(-2), pp
+
+    def prior_terms(self, body_pose):
+        """The pose prior at ``body_pose`` (S, 69): (its objective (S,), the Gauss–Newton
+        residual (S, 69) and Jacobian (S, 69, 69) of its dominant component, both scaled so
+        that ‖residual‖² is the component's share of the objective)."""
+        s = body_pose.shape[0]
+        zero = body_pose.new_zeros(s)
+        if self.prior_weight <= 0:
+            return zero, body_pose.new_zeros(s, 69), body_pose.new_zeros(s, 69, 69)
+        diff = body_pose[:, None] - self.prior_means  # (S, K, 69)
+        white = torch.einsum("skd,kde->ske", diff, self.prior_factors)
+        log_density = self.prior_norms - 0.5 * (white * white).sum(-1)  # (S, K)
+        nll = -torch.logsumexp(log_density, dim=-1)
+        k = log_density.argmax(dim=-1)
+        root_half = math.sqrt(0.5 * self.prior_weight)
+        residual = root_half * white.gather(1, k[:, None, None].expand(s, 1, 69))[:, 0]
+        jacobian = root_half * self.prior_factors[k].transpose(-1, -2)
+        return self.prior_weight * nll, residual, jacobian
+
+    def objective(self, r, body_pose):
+        """E (S, R) from the residuals (S, R, 9N) of R poses and their body poses (S, R, 69)
+        (or (S,) from (S, 9N) and (S, 69))."""
+        lead = body_pose.shape[:-1]
+        prior = self.prior_terms(body_pose.reshape(-1, 69))[0].reshape(lead)
+        return (r * r).sum(-1) + prior + self.pose_l2 * (body_pose * body_pose).sum(-1)
+
+
+class FrameStart(torch.nn.Module):
+    """Where a frame's steps start: of the previous frame's answer and the network's, the one
+    with the lower E (the network's alone where there is no previous answer).
+
+    ``forward(prev_x (S, 72), prev_trans (S, 3), prev_base (S, 3, 3), has_prev (S,) bool,
+    net_rotmats (S, 24, 3, 3), net_trans (S, 3), betas, pos, rot, valid, context, smooth)`` →
+    (x (S, 72), trans (S, 3), base (S, 3, 3), E (S,), predicted plate positions (S, N, 3)) of
+    the start, its ω zero (``base`` is its global orientation).
+    """
+
+    def __init__(self, terms: FrameTerms) -> None:
+        super().__init__()
+        self.terms = terms
+
+    def forward(
+        self, prev_x, prev_trans, prev_base, has_prev, net_rotmats, net_trans, *observations
+    ):
+        s = prev_x.shape[0]
+        net_x = torch.cat(
+            [prev_x.new_zeros(s, 3), roma.rotmat_to_rotvec(net_rotmats[:, 1:]).flatten(1)], dim=1
+        )
+        keep = has_prev[:, None]
+        prev_x = torch.where(keep, prev_x, net_x)
+        prev_trans = torch.where(keep, prev_trans, net_trans)
+        prev_base = torch.where(keep[..., None], prev_base, net_rotmats[:, 0])
+        x = torch.stack([prev_x, net_x], dim=1)  # (S, 2, 72)
+        trans = torch.stack([prev_trans, net_trans], dim=1)
+        base = torch.stack([prev_base, net_rotmats[:, 0]], dim=1)
+        r, pp = self.terms.residuals(x, trans, base, *observations)
+        e = self.terms.objective(r, x[..., 3:])  # (S, 2)
+        net = e[:, 1] < e[:, 0]
+        return (
+            torch.where(net[:, None], net_x, prev_x),
+            torch.where(net[:, None], net_trans, prev_trans),
+            torch.where(net[:, None, None], net_rotmats[:, 0], prev_base),
+            torch.where(net, e[:, 1], e[:, 0]),
+            torch.where(net[:, None, None], pp[:, 1], pp[:, 0]),
+        )
+
+
+class FrameKeepBest(torch.nn.Module):
+    """E at one more pose, kept where it beats the best so far.
+
+    ``forward(x (S, 72), trans (S, 3), best_e (S,), best_x, best_trans, best_plates (S, N, 3),
+    base, betas, pos, rot, valid, context, smooth)`` → (best_e, best_x, best_trans,
+    best_plates) updated.
+    """
+
+    def __init__(self, terms: FrameTerms) -> None:
+        super().__init__()
+        self.terms = terms
+
+    def forward(self, x, trans, best_e, best_x, best_trans, best_plates, base, *observations):
+        r, pp = self.terms.residuals(x[:, None], trans[:, None], base, *observations)
+        e = self.terms.objective(r[:, 0], x[:, 3:])
+        return keep_better(e, x, trans, pp[:, 0], best_e, best_x, best_trans, best_plates)
+
+
+class LMStep(torch.nn.Module):
+    """One Levenberg–Marquardt iteration of each subject's frame (see the module docstring).
+
+    ``forward(x (S, 72), trans (S, 3), damping (S,), best_e (S,), best_x, best_trans,
+    best_plates (S, N, 3), base, betas, pos, rot, valid, context, smooth)``: E and its Jacobian
+    at x; x becomes the best where E(x) ≤ the best E, and the damping shrinks by
+    ``damping_factor`` (not below ``damping_floor``); elsewhere the damping grows by it (up to
+    ``damping_cap``). Returns (the next x: the step from x where it was kept, else the best
+    again, to be retaken with the larger damping; the next trans; the next damping; best_e,
+    best_x, best_trans, best_plates).
+    """
+
+    def __init__(
+        self,
+        terms: FrameTerms,
+        damping_floor: float,
+        damping_factor: float,
+        damping_cap: float,
+        step: float = DIFFERENCE_STEP,
+    ) -> None:
+        super().__init__()
+        self.terms = terms
+        self.step = float(step)
+        self.damping_floor, self.damping_factor = float(damping_floor), float(damping_factor)
+        self.damping_cap = float(damping_cap)
+        ref = terms.eye3
+        kw = {"dtype": ref.dtype, "device": ref.device}
+        deltas = torch.zeros(1 + UNKNOWNS, UNKNOWNS, **kw)
+        deltas[1:] = self.step * torch.eye(UNKNOWNS, **kw)
+        self.register_buffer("deltas", deltas, persistent=False)
+        self.register_buffer("eye69", torch.eye(69, **kw), persistent=False)
+        # ∂r/∂t per plate: rows of position residuals (× validity) and of accelerations
+        # (× smooth); the rotation rows do not depend on t.
+        n = len(terms.topology.centre)
+        self.register_buffer("trans_rows", torch.eye(3, **kw).repeat(n, 1), persistent=False)
+        self.plates = n
+
+    def forward(
+        self, x, trans, damping, best_e, best_x, best_trans, best_plates, base, *observations
+    ):
+        terms = self.terms
+        s, n = x.shape[0], self.plates
+        valid, smooth = observations[3], observations[5]
+        r, pp = terms.residuals(x[:, None] + self.deltas, trans[:, None], base, *observations)
+        r0 = r[:, 0]
+        jac = (r[:, 1:] - r0[:, None]).transpose(1, 2) / self.step  # (S, 9N, 72)
+        seen = valid.to(x.dtype).repeat_interleave(3, dim=1)[..., None]  # (S, 3N, 1)
+        j_trans = torch.cat(
+            [
+                self.trans_rows * (seen * terms.position_scale),
+                self.trans_rows.new_zeros(s, 3 * n, 3),
+                self.trans_rows * (smooth[:, None, None] * terms.accel_scale),
+            ],
+            dim=1,
+        )
+        jac = torch.cat([jac, j_trans], dim=2)  # (S, 9N, 75)
+        body_pose = x[:, 3:]
+        prior_e, prior_r, prior_j = terms.prior_terms(body_pose)
+        e = (r0 * r0).sum(-1) + prior_e + terms.pose_l2 * (body_pose * body_pose).sum(-1)
+        jac_t = jac.transpose(1, 2)
+        hess = jac_t @ jac
+        grad = (jac_t @ r0[..., None])[..., 0]
+        # the prior's block sits at the body pose's rows and columns 3..71 (pad: ω before, t
+        # after)
+        prior_jt = prior_j.transpose(1, 2)
+        hess = hess + functional.pad(prior_jt @ prior_j + terms.pose_l2 * self.eye69, (3, 3, 3, 3))
+        prior_g = (prior_jt @ prior_r[..., None])[..., 0] + terms.pose_l2 * body_pose
+        grad = grad + functional.pad(prior_g, (3, 3))
+        diag = torch.diagonal(hess, dim1=1, dim2=2)
+        damped = hess + torch.diag_embed(damping[:, None] * diag + 1e-9)
+        delta = -torch.linalg.solve(damped, grad)
+        kept = e <= best_e
+        best = keep_better(e, x, trans, pp[:, 0], best_e, best_x, best_trans, best_plates)
+        next_x = torch.where(kept[:, None], x + delta[:, :UNKNOWNS], best[1])
+        next_trans = torch.where(kept[:, None], trans + delta[:, UNKNOWNS:], best[2])
+        f = self.damping_factor
+        smaller = (damping / f).clamp_min(self.damping_floor)
+        next_damping = torch.where(kept, smaller, (damping * f).clamp_max(self.damping_cap))
+        return (next_x, next_trans, next_damping, *best)
+
+
+def keep_better(e, x, trans, plates, best_e, best_x, best_trans, best_plates):
+    """(best_e, best_x, best_trans, best_plates) with each subject's entry replaced where E
+    ``e`` (S,) at (x (S, 72), trans (S, 3), plates (S, N, 3)) is at most its best."""
+    kept = e <= best_e
+    return (
+        torch.where(kept, e, best_e),
+        torch.where(kept[:, None], x, best_x),
+        torch.where(kept[:, None], trans, best_trans),
+        torch.where(kept[:, None, None], plates, best_plates),
+    )
+
+
+def rotation_residual(observed: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
+    """The rotation vector of R_obsᵀ R̂ (..., 3): its direction the axis, its norm the geodesic
+    angle θ (as :func:`rbmcap.geometry.rotations.rotmat_geodesic_angle`: θ = atan2(sin, cos),
+    exact over the whole range), from (..., 3, 3) observed and predicted rotations."""
+    m = observed.transpose(-1, -2) @ predicted
+    half = 0.5 * torch.stack(
+        (m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]),
+        dim=-1,
+    )  # sin θ · axis
+    sin = torch.sqrt((half * half).sum(-1, keepdim=True) + 1e-30)
+    cos = 0.5 * (m[..., 0, 0] + m[..., 1, 1] + m[..., 2, 2] - 1.0)[..., None]
+    return half * (torch.atan2(sin, cos) / sin)

@@ -1,0 +1,256 @@
+"""Live refinement (rbmcap/inference/refine.py, rbmcap/baseline/frame.py): solver steps after
+the network's pose within a time budget, anytime, warm-started, causal."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from helpers.live import synthetic_take
+
+import rbmcap.inference.refine as refine_module
+from rbmcap.baseline import default_pose_prior, load_solver_config
+from rbmcap.baseline.frame import FrameTerms, rotation_residual
+from rbmcap.baseline.objective import predict_markers
+from rbmcap.errors import ConfigError
+from rbmcap.geometry.rotations import rotmat_geodesic_angle
+from rbmcap.inference import Predictor
+from rbmcap.inference.capture import checkpoint_body
+from rbmcap.inference.refine import KernelCost, RefineOptions, Refiner
+
+FRAMES = 24
+DETERMINISTIC = RefineOptions(60.0, max_iterations=2)
+"""Two steps a frame whatever they cost: the same answer every run."""
+
+
+@pytest.fixture(scope="module")
+def predictor():
+    return Predictor.from_checkpoint("standin-rbm14-stream")
+
+
+@pytest.fixture(scope="module")
+def take():
+    """A realistic synthetic walk at the model's rate."""
+    return synthetic_take(FRAMES, fps=60.0)
+
+
+def streamed(session, take, frames: int = FRAMES):
+    """Each frame's (rotmats, trans) from ``session``."""
+    return [session.push(take.pos[t], take.rot[t], take.valid[t]) for t in range(frames)]
+
+
+def plate_error(predictor, answers, take, betas) -> float:
+    """Mean distance (m) of the body's plates, posed by ``answers`` with ``betas``, from the
+    observed ones."""
+    body = checkpoint_body(predictor.body_id)
+    refiner = Refiner(predictor, RefineOptions(0.0))
+    rotmats = torch.as_tensor(np.stack([a[0] for a in answers]))
+    trans = torch.as_tensor(np.stack([a[1] for a in answers]))
+    topology = refiner._modules[0].terms.topology
+    with torch.no_grad():
+        pos, _ = predict_markers(body, topology, rotmats, torch.as_tensor(betas), trans)
+    n = len(answers)
+    seen = torch.as_tensor(take.valid[:n])
+    return float((pos - torch.as_tensor(take.pos[:n])).norm(dim=-1)[seen].mean())
+
+
+def test_a_budget_of_zero_gives_the_network_answer_exactly(predictor, take):
+    plain = streamed(predictor.stream(), take)
+    for refine in (0.0, RefineOptions(1.0, max_iterations=0)):
+        session = predictor.stream(refine=refine)
+        for (r0, t0), (r1, t1) in zip(plain, streamed(session, take)):
+            np.testing.assert_array_equal(r0, r1)
+            np.testing.assert_array_equal(t0, t1)
+        assert session.refine_stats.frames == FRAMES
+        assert session.refine_stats.iterations == 0
+
+
+def test_a_generous_budget_brings_the_body_closer_to_the_plates(predictor, take):
+    plain, session = predictor.stream(), predictor.stream(refine=DETERMINISTIC)
+    network = plate_error(predictor, streamed(plain, take), take, plain.betas)
+    refined = plate_error(predictor, streamed(session, take), take, session.betas)
+    assert session.refine_stats.iterations == 2 * FRAMES
+    # the plates of the realistic take sit off their places on the body (as strapped): the
+    # refined body cannot meet them, only come closer
+    assert refined < 0.9 * network, (refined, network)
+
+
+def test_refinement_is_causal(predictor, take):
+    """A frame's answer is the same however many frames come after it."""
+    short = streamed(predictor.stream(refine=DETERMINISTIC), take, 10)
+    long = streamed(predictor.stream(refine=DETERMINISTIC), take, FRAMES)
+    for (r0, t0), (r1, t1) in zip(short, long[:10]):
+        np.testing.assert_array_equal(r0, r1)
+        np.testing.assert_array_equal(t0, t1)
+
+
+TICK = 2.0**-10
+"""What the test clock moves each time it is read (s; a binary fraction, so that sums of
+ticks compare exactly)."""
+
+
+class Clock:
+    """A clock that moves one :data:`TICK` each time it is read: every kernel call then costs a
+    tick."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += TICK
+        return self.t
+
+
+@pytest.mark.parametrize("backend", ["eager", "trace"])
+def test_steps_grow_with_the_budget_and_a_frame_keeps_to_it(predictor, take, monkeypatch, backend):
+    """On a clock where each call costs a tick (the start, a step, the last evaluation and the
+    rest of the frame: a tick each), a budget of B ticks leaves room for B − 3 steps; a refiner
+    that ignored its deadline would take all 20 it may."""
+    monkeypatch.setattr(refine_module, "_now", Clock())
+    for ticks in (2, 4, 5, 7):
+        session = predictor.stream(
+            backend=backend, refine=RefineOptions(ticks * TICK, max_iterations=20)
+        )
+        for t in range(4):
+            session.push(take.pos[t], take.rot[t], take.valid[t])
+            stats = session.refine_stats
+            assert stats.last_iterations == max(ticks - 3, 0)
+            assert stats.last_seconds <= ticks * TICK
+
+
+def test_a_real_budget_is_kept_and_more_time_buys_more_steps(predictor, take):
+    """On the real clock 30 ms buy more steps than 5 ms, and a typical frame keeps to its
+    budget (the deadline itself is checked on the test clock above: here the thread may be
+    preempted by whatever else the machine runs, which no deadline can prevent)."""
+    steps = {}
+    for budget in (0.005, 0.030):
+        session = predictor.stream(refine=budget)
+        spent = []
+        for t in range(FRAMES):
+            session.push(take.pos[t], take.rot[t], take.valid[t])
+            spent.append(session.refine_stats.last_seconds)
+        assert np.median(spent) < 2 * budget, spent
+        steps[budget] = session.refine_stats.iterations
+    assert steps[0.030] > steps[0.005], steps
+
+
+def test_a_subject_that_sees_no_plate_keeps_the_network_answer(predictor, take):
+    hidden = np.zeros_like(take.valid[0])
+    plain, session = predictor.stream(), predictor.stream(refine=DETERMINISTIC)
+    for t in range(3):
+        plain.push(take.pos[t], take.rot[t], take.valid[t])
+        session.push(take.pos[t], take.rot[t], take.valid[t])
+    r0, t0 = plain.push(take.pos[3], take.rot[3], hidden)
+    r1, t1 = session.push(take.pos[3], take.rot[3], hidden)
+    np.testing.assert_array_equal(r0, r1)
+    np.testing.assert_array_equal(t0, t1)
+
+
+def test_subjects_refined_together_answer_as_each_alone(predictor, take):
+    together = predictor.stream(subjects=2, refine=DETERMINISTIC)
+    alone = [predictor.stream(refine=DETERMINISTIC) for _ in range(2)]
+    shift = np.float32([1.5, 0.0, 0.0])
+    body = checkpoint_body(predictor.body_id)
+    for t in range(8):
+        pos = np.stack([take.pos[t], take.pos[t] + shift])
+        rot, valid = np.stack([take.rot[t]] * 2), np.stack([take.valid[t]] * 2)
+        rotmats, trans = together.push(pos, rot, valid)
+        for k, session in enumerate(alone):
+            r, tr = session.push(pos[k], rot[k], valid[k])
+            with torch.no_grad():
+                a, _ = body.pose_joints(
+                    torch.as_tensor(rotmats[k]), None, torch.as_tensor(trans[k])
+                )
+                b, _ = body.pose_joints(torch.as_tensor(r), None, torch.as_tensor(tr))
+            assert float((a - b).norm(dim=-1).max()) < 1e-3
+
+
+def test_a_forked_stream_shares_the_refiner_and_starts_afresh(predictor, take):
+    session = predictor.stream(refine=DETERMINISTIC)
+    first = streamed(session, take, 5)
+    fork = session.fork()
+    assert fork.refiner is session.refiner
+    again = streamed(fork, take, 5)
+    for (r0, t0), (r1, t1) in zip(first, again):
+        np.testing.assert_array_equal(r0, r1)
+        np.testing.assert_array_equal(t0, t1)
+
+
+def test_a_step_lowers_the_frame_objective(predictor, take):
+    """One Levenberg–Marquardt step from the network's pose lowers E, and its forward-difference
+    Jacobian matches autograd's."""
+    refiner = Refiner(predictor, RefineOptions(0.0))
+    terms: FrameTerms = refiner._modules[0].terms
+    start, step, keep = refiner._modules
+    st = refiner.state()
+    net = predictor.stream()
+    rotmats, trans = (
+        torch.as_tensor(a)[None] for a in net.push(take.pos[0], take.rot[0], take.valid[0])
+    )
+    betas = torch.as_tensor(net.betas)[None]
+    obs = (
+        betas,
+        torch.as_tensor(take.pos[0])[None],
+        torch.as_tensor(take.rot[0])[None],
+        torch.as_tensor(take.valid[0])[None],
+        st.context,
+        st.solved,
+    )
+    with torch.no_grad():
+        x, t, base, e0, plates = start(st.x, st.trans, st.base, st.has_prev, rotmats, trans, *obs)
+        inf = torch.full_like(e0, math.inf)
+        damping = torch.full_like(e0, 1e-4)
+        x1, t1, _, *best = step(x, t, damping, inf, x, t, plates, base, *obs)
+        e1 = keep(x1, t1, *best, base, *obs)[0]
+    assert float(e1) < float(e0) - 1.0
+
+    def residuals(xt):
+        return terms.residuals(xt[None, None, :72], xt[None, None, 72:], base, *obs)[0][0, 0]
+
+    exact = torch.autograd.functional.jacobian(residuals, torch.cat([x[0], t[0]]))
+    with torch.no_grad():
+        r, _ = terms.residuals(x[:, None] + step.deltas, t[:, None], base, *obs)
+    differences = (r[0, 1:] - r[0, 0]).T / step.step
+    assert float((differences - exact[:, :72]).abs().max()) < 0.01 * float(exact.abs().max())
+
+
+def test_rotation_residual_is_the_geodesic_angle_along_the_relative_axis():
+    gen = torch.Generator().manual_seed(0)
+    a = torch.linalg.qr(torch.randn(50, 3, 3, generator=gen))[0]
+    a = a * torch.linalg.det(a)[:, None, None].sign()
+    b = torch.linalg.qr(torch.randn(50, 3, 3, generator=gen))[0]
+    b = b * torch.linalg.det(b)[:, None, None].sign()
+    r = rotation_residual(a, b)
+    torch.testing.assert_close(r.norm(dim=-1), rotmat_geodesic_angle(a, b), atol=1e-5, rtol=0)
+    torch.testing.assert_close(rotation_residual(a, a), torch.zeros(50, 3), atol=1e-6, rtol=0)
+
+
+def test_frame_terms_refuse_a_prior_over_other_joints(predictor):
+    prior = default_pose_prior()
+    prior.joints = tuple(range(2, 25))
+    body = checkpoint_body(predictor.body_id)
+    refiner = Refiner(predictor, RefineOptions(0.0))
+    topology = refiner._modules[0].terms.topology
+    with pytest.raises(ConfigError, match=r"joints 1\.\.23"):
+        FrameTerms(body, topology, load_solver_config("default").weights, prior, 60.0)
+
+
+@pytest.mark.parametrize("budget", [-0.001, float("nan"), "4ms", True])
+def test_a_budget_that_is_not_seconds_is_refused(budget):
+    with pytest.raises(ConfigError, match="expected seconds ≥ 0"):
+        RefineOptions(budget)
+
+
+def test_a_cost_estimate_ignores_a_lone_slow_call_and_recovers_from_a_slow_spell():
+    cost = KernelCost()
+    cost.seed([1e-3] * KernelCost.WINDOW)
+    cost.observe(0.05)
+    assert cost.value == pytest.approx(1e-3)
+    for _ in range(KernelCost.WINDOW):
+        cost.observe(0.01)
+    assert cost.value == pytest.approx(0.01)
+    for _ in range(KernelCost.WINDOW // 2 + 1):
+        cost.idle()
+    assert cost.value == pytest.approx(1e-3)

@@ -79,6 +79,8 @@ class LiveOptions:
             on a spare session until shortly before the next frame is due, then poll the source
             without sleeping: one core stays busy, and the step does not start cold after each
             idle wait (docs/live.md#latency).
+        refine: seconds of solver steps after each frame's network pose
+            (:mod:`rbmcap.inference.refine`; None: the network's pose).
     """
 
     backend: str = "compiled"
@@ -87,6 +89,7 @@ class LiveOptions:
     max_frames: int | None = None
     wait_s: float | None = None
     hot: bool = False
+    refine: float | None = None
 
 
 class LiveSession:
@@ -204,7 +207,7 @@ class LiveSession:
         running estimate of a step."""
         if not self.group.catch_up(self.counter.newest or 0):
             session, plates = self._spare
-            session.push(*plates)
+            session.advance(*plates)
         took = time.perf_counter() - now
         self._step_s = took if not self._step_s else 0.9 * self._step_s + 0.1 * took
 
@@ -282,7 +285,9 @@ class LiveSession:
         fps = self.options.fps or self.source.fps
         phases = phase_count(fps, self.predictor.fps)
         count = len(self.subjects)
-        template = self.predictor.stream(backend=self.options.backend, subjects=count)
+        template = self.predictor.stream(
+            backend=self.options.backend, subjects=count, refine=self.options.refine
+        )
         _warm_up(template)
         self.streams = [SubjectStream(s, self.predictor) for s in self.subjects]
         self.group = SubjectGroup(self.streams, template, phases)

@@ -278,7 +278,7 @@ class SubjectGroup:
             self.sessions[phase] = self.template.fork()
             self._afresh[phase] = False
         frame = self.pending[phase].popleft()
-        self.sessions[phase].push(*self.plates(frame))
+        self.sessions[phase].advance(*self.plates(frame))
 
     def pose(self, frame: RigidBodyFrame, number: int | None = None) -> list[LivePose]:
         """Pose ``frame`` for every subject: its phase's session steps the frames held for it,

@@ -9,8 +9,10 @@ receives them through :class:`~rbmcap.live.sources.natnet.NatNetSource` on one t
 poses every subject with the shipped causal model (``compiled``; ``trace`` in ``quick``) and
 sends each pose as VMC over OSC to a loopback port, first waiting idle between frames, then
 ``hot`` (:attr:`~rbmcap.live.session.LiveOptions.hot`). Per run: latency p50/p99/max (from
-the packet's arrival to the last pose sent), frames received, posed, dropped (the consumer too
-slow), lost (never arrived), and how far the consumer fell behind (frames).
+the packet's arrival to the last pose sent), the step's p50/p99 as paced by the stream (posing
+every subject of a frame, :attr:`~rbmcap.live.frames.LiveStats.steps_ms`), and the session's
+counters (:data:`~rbmcap.live.frames.COUNTERS`: received, posed, dropped, lost, late,
+duplicates, restarts, resets, how far the consumer fell behind).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import torch
 
 from rbmcap.bench.natnet_server import NatNetServer
 from rbmcap.io.capture import Capture
+from rbmcap.live.frames import COUNTERS
 from rbmcap.live.session import LiveOptions, LiveSession
 from rbmcap.live.sinks.vmc import VMCSink
 from rbmcap.live.sources.natnet import NatNetSource
@@ -123,10 +126,8 @@ def _measure(
         "subjects": subjects,
         "hot": hot,
         "phases": session.phases,
-        **{k: summary[k] for k in ("received", "processed", "dropped", "lost", "behind")},
-        "latency_p50_ms": summary["latency_p50_ms"],
-        "latency_p99_ms": summary["latency_p99_ms"],
-        "latency_max_ms": summary["latency_max_ms"],
+        **{k: summary[k] for k in COUNTERS if k != "reconnects"},
+        **{k: summary[k] for k in summary if k.startswith(("latency_", "step_"))},
     }
 
 

@@ -82,6 +82,9 @@ class LiveStats:
         behind: the most frames the source was ahead of the frame being posed, when it was taken;
         latencies_ms: packet received → last inline sink returned, per processed frame (ms),
             the most recent ones (a bounded window).
+        steps_ms: the posing of each processed frame (ms; every subject's plates, the model's
+            step with any held frames of its phase, the poses made; no sink), paced as the
+            source delivers: what a step costs at the capture rate, not back to back.
     """
 
     received: int = 0
@@ -97,17 +100,23 @@ class LiveStats:
     latencies_ms: collections.deque = field(
         default_factory=lambda: collections.deque(maxlen=LATENCY_WINDOW)
     )
+    steps_ms: collections.deque = field(
+        default_factory=lambda: collections.deque(maxlen=LATENCY_WINDOW)
+    )
 
     def summary(self) -> dict:
-        """The counters and latency p50/p99/max (ms) as a JSON-ready dict."""
-        lat = np.asarray(self.latencies_ms, dtype=np.float64)
-        pct = (lambda q: float(np.percentile(lat, q))) if len(lat) else (lambda q: None)
+        """The counters, latency p50/p99/max and step p50/p99 (ms) as a JSON-ready dict."""
         out = {k: getattr(self, k) for k in COUNTERS}
-        return out | {
-            "latency_p50_ms": pct(50),
-            "latency_p99_ms": pct(99),
-            "latency_max_ms": pct(100),
-        }
+        for name, values, qs in (
+            ("latency", self.latencies_ms, (50, 99)),
+            ("step", self.steps_ms, (50, 99)),
+        ):
+            ms = np.asarray(values, dtype=np.float64)
+            for q in qs:
+                out[f"{name}_p{q}_ms"] = float(np.percentile(ms, q)) if len(ms) else None
+            if name == "latency":
+                out["latency_max_ms"] = float(ms.max()) if len(ms) else None
+        return out
 
 
 COUNTERS = (

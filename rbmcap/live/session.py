@@ -355,6 +355,7 @@ class LiveSession:
     def _pose(self, frame: RigidBodyFrame, number: int, inline: list[Sink]) -> None:
         start = time.perf_counter()
         poses: list[LivePose] = self.group.pose(frame, number)
+        self.stats.steps_ms.append(1e3 * (time.perf_counter() - start))
         for sink in inline:
             for pose in poses:
                 sink.send(pose)

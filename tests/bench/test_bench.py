@@ -100,6 +100,10 @@ def test_bench_live_streams_from_a_natnet_server_and_poses_its_frames(capsys):
         assert run["processed"] > 200 and run["received"] >= run["processed"] + run["dropped"]
         assert run["lost"] == 0 and run["behind"] <= 1
         assert 0 < run["latency_p50_ms"] <= run["latency_p99_ms"] <= run["latency_max_ms"]
+        # the step as paced by the stream: part of the latency, which also holds the sink
+        assert 0 < run["step_p50_ms"] <= run["step_p99_ms"] <= run["latency_max_ms"]
+        assert run["step_p50_ms"] <= run["latency_p50_ms"]
+        assert run["duplicates"] == run["resets"] == 0
 
 
 def test_bench_step_times_every_precision_back_to_back_and_paced(capsys):

@@ -294,7 +294,9 @@ def report(label: str, run: Run) -> dict:
         f"lost {s['lost']}, late {s['late']}, restarts {s['restarts']}, "
         f"reconnects {s['reconnects']}, "
         f"behind {s['behind']}, latency p50 {s['latency_p50_ms']:.3f} ms, "
-        f"p99 {s['latency_p99_ms']:.3f} ms, max {s['latency_max_ms']:.3f} ms"
+        f"p99 {s['latency_p99_ms']:.3f} ms, max {s['latency_max_ms']:.3f} ms, "
+        f"step p50 {s['step_p50_ms']:.3f} ms, p99 {s['step_p99_ms']:.3f} ms, "
+        f"duplicates {s['duplicates']}, resets {s['resets']}"
     )
     return s
 

@@ -215,6 +215,10 @@ def test_a_slow_consumer_drops_frames_counts_them_and_never_queues(predictor, ta
     assert stats.processed + stats.dropped <= stats.received
     # the newest frame was always the one posed: never more than one frame behind the source
     assert stats.behind <= 1
+    # the step is timed without the sink (20 ms a pose): its own and the held frames' steps
+    summary = stats.summary()
+    assert len(stats.steps_ms) == stats.processed
+    assert summary["step_p50_ms"] < 20.0 <= summary["latency_p50_ms"]
 
 
 class _Stalling(KeepingSink):

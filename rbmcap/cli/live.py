@@ -1,7 +1,7 @@
 """``rbmcap live SOURCE [--ckpt MODEL] [--subject NAME[:CALIB]]... [--calib CALIB] [--map MAP]
 [--vmc [HOST:]PORT] [--udp-json [HOST:]PORT] [--view [[HOST:]PORT]] [--record OUT.npz]
 [--bvh OUT.bvh] [--calibrate SECONDS --calib-out CALIB] [--duration S] [--frames N]
-[--threads N] [--precision float32|bfloat16|int8] [--json]``:
+[--threads N] [--precision float32|bfloat16|int8] [--refine [SECONDS]] [--json]``:
 rigid bodies streamed from a capture system (or a replayed take) into SMPL, live."""
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ import sys
 from rbmcap.evaluation.options import PRECISIONS
 
 DEFAULT_MODEL = "standin-rbm14-stream"
+DEFAULT_REFINE_S = 0.004
+"""``--refine`` without a value: what leaves a 120 Hz stream's frame its margin
+(docs/live.md#live-refinement)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,6 +54,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--hot",
         action="store_true",
         help="keep the model warm between frames (lower latency; one core stays busy)",
+    )
+    p.add_argument(
+        "--refine",
+        nargs="?",
+        type=float,
+        const=DEFAULT_REFINE_S,
+        default=None,
+        metavar="SECONDS",
+        help="after each frame's network pose, solver steps for up to SECONDS (default "
+        f"{DEFAULT_REFINE_S:g}, which fits a 120 Hz stream; docs/live.md#live-refinement)",
     )
     p.add_argument(
         "--threads",
@@ -131,6 +144,7 @@ def _live(args: argparse.Namespace) -> int:
             max_frames=args.frames,
             wait_s=args.wait,
             hot=args.hot,
+            refine=args.refine,
         ),
         calibrate_s=args.calibrate,
         calib_out=args.calib_out,

@@ -15,6 +15,7 @@ import torch
 from rbmcap.calibrate import Calibration
 from rbmcap.errors import ConfigError
 from rbmcap.inference import Predictor
+from rbmcap.inference.refine import RefineOptions
 from rbmcap.io.names import load_mapping
 from rbmcap.live.calibration import LiveCalibration
 from rbmcap.live.frames import LiveStats
@@ -89,7 +90,8 @@ class LiveSetup:
 
     Raises:
         ConfigError: ``calibrate_s`` without ``calib_out``, or not above 0 s; ``threads``
-            not a whole number above 0.
+            not a whole number above 0; a refinement budget (``session.refine``) that is not
+            seconds ≥ 0.
     """
 
     ckpt: str
@@ -105,6 +107,7 @@ class LiveSetup:
 
     def __post_init__(self) -> None:
         _check_threads(self.threads)
+        RefineOptions.of(self.session.refine)
         if self.calibrate_s is None:
             return
         if not self.calib_out:
@@ -181,9 +184,25 @@ class LivePipeline:
             "threads": self.threads,
             "precision": self.predictor.precision,
             **stats.summary(),
+            "refine": self._refined(),
             "sinks": [s.name for s in self.sinks],
             "written": written,
             "interrupted": interrupted,
+        }
+
+    def _refined(self) -> dict | None:
+        """What refinement did over every phase: its budget (ms), the frames it refined, their
+        mean steps and time (ms); None without refinement."""
+        if self.options.refine is None:
+            return None
+        group = getattr(getattr(self, "session", None), "group", None)
+        stats = [s.refine_stats for s in getattr(group, "sessions", ())]
+        frames = sum(s.frames for s in stats)
+        return {
+            "budget_ms": 1e3 * self.options.refine,
+            "frames": frames,
+            "steps_mean": sum(s.iterations for s in stats) / frames if frames else None,
+            "ms_mean": 1e3 * sum(s.seconds for s in stats) / frames if frames else None,
         }
 
 

@@ -37,41 +37,74 @@ from rbmcap.markers.markerset import DEFAULT_MARKERS, load_marker_set
 
 RATES = (120.0, 240.0, 360.0)
 SUBJECTS = (1, 4)
-SUBJECT_NAMES = ("s1", "s2", "s3", "s4")
+SUBJECT_NAMES = tuple(f"s{k}" for k in range(1, 9))
+"""Subjects' name prefixes, up to eight (``subjects`` may ask for up to eight)."""
 
 
-def run(quick: bool = False, seconds: float | None = None) -> dict:
+def run(
+    quick: bool = False,
+    seconds: float | None = None,
+    precision: str = "float32",
+    rates: tuple[float, ...] | None = None,
+    subjects: tuple[int, ...] | None = None,
+    busy: bool = False,
+) -> dict:
     """Every rate × subject count for ``seconds`` each (default 20; ``quick``: 2 s, 240 Hz and
-    one subject only, the trace backend), waiting idle between frames, then hot."""
+    one subject only, the trace backend), waiting idle between frames, then hot; the network's
+    weights held as ``precision`` (:mod:`rbmcap.inference.narrow`). ``rates`` and ``subjects``
+    narrow the runs (default :data:`RATES` × :data:`SUBJECTS`; up to eight subjects). ``busy``
+    runs a CPU-bound neighbour (:func:`neighbour`: matrix products on one thread, as a training
+    run keeps a core busy) in another process throughout, as on a lab PC that also runs the
+    capture software."""
     # Not at the top: the spawned server process imports this module, and needs no model code.
     from rbmcap.inference import Predictor
 
     seconds = seconds or (2.0 if quick else 20.0)
     backend = "trace" if quick else "compiled"
-    rates, counts = ((240.0,), (1,)) if quick else (RATES, SUBJECTS)
-    predictor = Predictor.from_checkpoint("standin-rbm14-stream")
+    rates = rates or ((240.0,) if quick else RATES)
+    counts = subjects or ((1,) if quick else SUBJECTS)
+    predictor = Predictor.from_checkpoint("standin-rbm14-stream", precision=precision)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     runs = []
+    ctx = multiprocessing.get_context("spawn")
+    stop_neighbour = ctx.Event()
+    busy_process = ctx.Process(target=neighbour, args=(stop_neighbour,), daemon=True)
     try:
+        if busy:
+            busy_process.start()
         with tempfile.TemporaryDirectory(prefix="rbmcap-bench-live-") as tmp:
             takes = {n: _take(Path(tmp), n) for n in counts}
             for hot in (False, True):
-                for subjects in counts:
+                for count in counts:
                     for rate in rates:
-                        take = takes[subjects]
-                        runs.append(
-                            _measure(predictor, take, rate, subjects, seconds, backend, hot)
-                        )
+                        take = takes[count]
+                        runs.append(_measure(predictor, take, rate, count, seconds, backend, hot))
     finally:
         torch.set_num_threads(threads)
+        stop_neighbour.set()
+        if busy:
+            busy_process.join(timeout=10)
     return {
         "backend": backend,
+        "precision": precision,
         "seconds_per_run": seconds,
         "torch_threads_session": 1,
+        "busy_neighbour": busy,
         "sink": "vmc (OSC over UDP, loopback)",
         "runs": runs,
     }
+
+
+def neighbour(stop) -> None:
+    """A CPU-bound process until ``stop`` is set: 512 × 512 float32 products on one thread,
+    whose operands (3 MB) also take the cache a training step would."""
+    torch.set_num_threads(1)
+    a = torch.randn(512, 512)
+    b = torch.randn(512, 512)
+    while not stop.is_set():
+        for _ in range(20):
+            a = torch.tanh(a @ b)
 
 
 def _take(folder: Path, subjects: int) -> Path:

@@ -6,11 +6,16 @@ network's weights leave its cache, so each frame reads them from memory again. T
 stream GRU's weights are 3.6 MB in float32, more than a core's 1 MiB L2 on the AMD EPYC hosts
 this project measures on. :class:`NarrowGRU` holds the same network with its matrices in
 
-- ``int8``: each output row's weights scaled into int8 (symmetric, one float32 scale per row),
-  multiplied by float32 activations (``aten._weight_int8pack_mm``: weight-only quantisation,
-  the activations and the recurrent state stay float32); a quarter of the bytes;
-- ``bfloat16``: the weights and each layer's input rounded to bfloat16, products accumulated in
-  float32; half the bytes.
+- ``int8``: each output row's weights scaled into int8 (symmetric, one float32 scale per row):
+  a quarter of the bytes;
+- ``bfloat16``: the weights rounded to bfloat16: half the bytes.
+
+Either way the weights are widened to float32 inside the product and the activations, sums and
+recurrent state stay float32 (weight-only quantisation). Compiled
+(:mod:`rbmcap.inference.compiled`), each product is written out elementwise, so the generated
+code reads the narrow weights once and widens them in registers; eager or traced, it widens a
+copy and calls the library's product (slower than float32: the narrow types are for the
+compiled step).
 
 It steps as :meth:`rbmcap.model.networks.gru.CausalGRU.step` does (the same gate equations, one
 layer after another), so it replaces the model's ``net`` inside a stream's frame step; biases,
@@ -49,9 +54,12 @@ class NarrowLinear(nn.Module):
         self.register_buffer("bias", bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # A product written out elementwise: compiled, the narrow weights are read once, widened
-        # in registers and summed in float32 (no widened copy of the matrix is ever stored).
-        y = (x.unsqueeze(-2) * self.weight.to(x.dtype)).sum(-1)
+        if torch.compiler.is_compiling():
+            # Written out elementwise: compiled, the narrow weights are read once, widened in
+            # registers and summed in float32 (no widened copy of the matrix is ever stored).
+            y = (x.unsqueeze(-2) * self.weight.to(x.dtype)).sum(-1)
+        else:  # eager or traced: a widened copy and a library product (the same sums)
+            y = nn.functional.linear(x, self.weight.to(x.dtype))
         if self.precision == "int8":
             y = y * self.scale
         return y if self.bias is None else y + self.bias

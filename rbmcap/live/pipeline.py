@@ -86,7 +86,10 @@ class LiveSetup:
             :data:`THREADS` unless told otherwise; the caller's count is restored after.
         precision: the type the stream network's weights are held in
             (:data:`rbmcap.inference.narrow.PRECISIONS`: ``float32`` as trained, ``bfloat16``
-            or ``int8`` to stay in a core's cache, :mod:`rbmcap.inference.narrow`).
+            or ``int8`` to stay in a core's cache, :mod:`rbmcap.inference.narrow`); None:
+            ``bfloat16`` for the ``compiled`` backend (as accurate, a third faster paced at
+            240 Hz: docs/live.md#a-step-that-stays-in-cache), else ``float32`` (a narrow type
+            outside a compile is slower).
 
     Raises:
         ConfigError: ``calibrate_s`` without ``calib_out``, or not above 0 s; ``threads``
@@ -103,7 +106,7 @@ class LiveSetup:
     calibrate_s: float | None = None
     calib_out: str | None = None
     threads: int = THREADS
-    precision: str = "float32"
+    precision: str | None = None
 
     def __post_init__(self) -> None:
         _check_threads(self.threads)
@@ -114,6 +117,12 @@ class LiveSetup:
             raise ConfigError("--calibrate needs --calib-out: where to write the calibration")
         if self.calibrate_s <= 0:
             raise ConfigError(f"--calibrate {self.calibrate_s:g}: expected seconds > 0")
+
+    def weights(self) -> str:
+        """The type the network's weights are held in (see ``precision``)."""
+        if self.precision is not None:
+            return self.precision
+        return "bfloat16" if self.session.backend == "compiled" else "float32"
 
 
 @dataclass
@@ -141,7 +150,7 @@ class LivePipeline:
             calibration = LiveCalibration(setup.calibrate_s, Path(setup.calib_out))
         return cls(
             source=source,
-            predictor=Predictor.from_checkpoint(setup.ckpt, precision=setup.precision),
+            predictor=Predictor.from_checkpoint(setup.ckpt, precision=setup.weights()),
             subjects=subjects_from(list(setup.subjects), setup.calib, setup.mapping),
             sinks=build_sinks(setup.sinks),
             options=setup.session,

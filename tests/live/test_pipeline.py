@@ -99,3 +99,12 @@ def test_a_run_poses_at_one_torch_thread_unless_told_and_gives_the_callers_count
         torch.set_num_threads(callers)
     assert sink.seen == {posing} and stats.processed == len(sink.poses) == 23
     assert run.summary(stats, False)["threads"] == posing
+
+
+def test_the_compiled_step_holds_bfloat16_weights_unless_told_otherwise():
+    """As accurate and a third faster paced (docs/live.md#a-step-that-stays-in-cache); a narrow
+    type outside a compile would be slower, so other backends keep float32."""
+    assert LiveSetup("m").weights() == "bfloat16"
+    assert LiveSetup("m", session=LiveOptions(backend="trace")).weights() == "float32"
+    assert LiveSetup("m", precision="int8").weights() == "int8"
+    assert LiveSetup("m", precision="float32").weights() == "float32"

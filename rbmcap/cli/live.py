@@ -13,7 +13,7 @@ import sys
 from rbmcap.evaluation.options import PRECISIONS
 
 DEFAULT_MODEL = "standin-rbm14-stream"
-DEFAULT_REFINE_S = 0.004
+DEFAULT_REFINE_S = 0.003
 """``--refine`` without a value: what leaves a 120 Hz stream's frame its margin
 (docs/live.md#live-refinement)."""
 
@@ -37,10 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--precision",
-        default="float32",
+        default=None,
         choices=PRECISIONS,
         help="the network's weights: float32 as trained, or narrower to stay in the core's "
-        "cache (docs/live.md#a-step-that-stays-in-cache)",
+        "cache (default: bfloat16 with the compiled backend, else float32; "
+        "docs/live.md#a-step-that-stays-in-cache)",
     )
     _subject_options(p)
     _sink_options(p)

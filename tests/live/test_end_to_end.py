@@ -84,6 +84,12 @@ def predictor():
 
 
 @pytest.fixture(scope="module")
+def lab_predictor():
+    """The model as ``rbmcap live`` runs it compiled: its weights in bfloat16."""
+    return Predictor.from_checkpoint("standin-rbm14-stream", precision="bfloat16")
+
+
+@pytest.fixture(scope="module")
 def take():
     return synthetic_take(TAKE_FRAMES, fps=RATE)
 
@@ -450,7 +456,7 @@ def test_four_subjects_are_posed_on_one_thread_never_more_than_a_frame_behind(
 @pytest.mark.parametrize("wait", ["idle", "hot"])
 @pytest.mark.parametrize("kind", ["natnet", "replay", "qtm"])
 def test_a_stream_at_240_hz_is_posed_as_offline_and_kept_up_with(
-    predictor, take, servers, kind, wait
+    lab_predictor, take, servers, kind, wait
 ):
     """Every pose the offline answer, every frame posed or counted, at least KEEP_UP of them
     posed, never more than a frame behind. Dropped frames and the latency are printed: the
@@ -461,9 +467,9 @@ def test_a_stream_at_240_hz_is_posed_as_offline_and_kept_up_with(
         source = qtm_source(servers(qtm(take)))
     else:
         source = ReplaySource(take, loop=True)
-    run = stream(source, predictor, STREAM_SECONDS, backend="compiled", hot=wait == "hot")
+    run = stream(source, lab_predictor, STREAM_SECONDS, backend="compiled", hot=wait == "hot")
     figures = report(f"{kind} compiled {wait} {STREAM_SECONDS:g} s", run)
-    assert_posed_as_offline(predictor, run)
+    assert_posed_as_offline(lab_predictor, run)
     assert_every_frame_posed_or_dropped(run)
     assert figures["processed"] >= KEEP_UP * RATE * STREAM_SECONDS, figures
     assert run.stats.behind <= 1
@@ -483,15 +489,15 @@ def assert_what_a_lab_needs(figures: dict, subjects: int) -> None:
 
 @pytest.mark.slow
 @pytest.mark.acceptance
-def test_four_subjects_at_240_hz_never_fall_more_than_a_frame_behind(predictor, take, servers):
+def test_four_subjects_at_240_hz_never_fall_more_than_a_frame_behind(lab_predictor, take, servers):
     sender = servers(motive(prefixed(take, list(SUBJECTS))))
     subjects = [Subject(name) for name in SUBJECTS]
     run = stream(
-        natnet_source(sender), predictor, STREAM_SECONDS, subjects=subjects, backend="compiled"
+        natnet_source(sender), lab_predictor, STREAM_SECONDS, subjects=subjects, backend="compiled"
     )
     figures = report(f"natnet 4 subjects compiled {STREAM_SECONDS:g} s", run)
     assert run.stats.behind <= 1
-    assert_posed_as_offline(predictor, run, SUBJECTS)
+    assert_posed_as_offline(lab_predictor, run, SUBJECTS)
     assert_every_frame_posed_or_dropped(run)
     assert figures["processed"] >= KEEP_UP * RATE * STREAM_SECONDS, figures
     assert_what_a_lab_needs(figures, 4)
@@ -499,20 +505,20 @@ def test_four_subjects_at_240_hz_never_fall_more_than_a_frame_behind(predictor, 
 
 @pytest.mark.slow
 @pytest.mark.acceptance
-def test_eight_subjects_at_120_hz_are_posed_as_offline_and_kept_up_with(predictor, servers):
+def test_eight_subjects_at_120_hz_are_posed_as_offline_and_kept_up_with(lab_predictor, servers):
     """Eight subjects in one batched step, two phases of the 60 Hz model."""
     names = [f"s{k}" for k in range(1, 9)]
     take = prefixed(synthetic_take(TAKE_FRAMES // 2, fps=RATE / 2), names)
     run = stream(
         natnet_source(servers(motive(take))),
-        predictor,
+        lab_predictor,
         STREAM_SECONDS,
         subjects=[Subject(name) for name in names],
         backend="compiled",
     )
     figures = report(f"natnet 8 subjects 120 Hz compiled {STREAM_SECONDS:g} s", run)
     assert run.stats.behind <= 1
-    assert_posed_as_offline(predictor, run, names, phases=PHASES // 2)
+    assert_posed_as_offline(lab_predictor, run, names, phases=PHASES // 2)
     assert_every_frame_posed_or_dropped(run)
     assert figures["processed"] >= KEEP_UP * RATE / 2 * STREAM_SECONDS, figures
     assert_what_a_lab_needs(figures, 8)

@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "infer": "network frames per second in batch and streaming latency p50/p99",
     "step": "a live stream's frame step back to back and paced at 120/240/360 Hz, per precision",
     "live": "rbmcap live from a NatNet server on loopback: packet-to-pose latency, dropped frames",
+    "refine": "live refinement: MPJPE, solver steps and ms per frame against its time budget",
 }
 
 

@@ -20,11 +20,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=lambda text: tuple(int(x) for x in text.split(",")),
         help="train: also time these batch sizes, e.g. 64,256",
     )
+    p.add_argument("--data", help="refine: a dataset whose test split holds the real sets")
+    p.add_argument(
+        "--budgets",
+        type=lambda text: tuple(float(x) for x in text.split(",")),
+        help="refine: the budgets in ms per frame, e.g. 0,2,4",
+    )
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    given = {"device": args.device, "experiment": args.experiment, "batches": args.batches}
+    given = {
+        "device": args.device,
+        "experiment": args.experiment,
+        "batches": args.batches,
+        "data": args.data,
+        "budgets": args.budgets,
+    }
     options = {k: v for k, v in given.items() if v is not None}
     result = run_benchmark(args.name, quick=args.quick, **options)
     print_mapping(result, args.json)

@@ -258,7 +258,7 @@ class Refiner:
         Args:
             state: the stream's :class:`RefineState` (updated).
             rotmats: (S, 24, 3, 3) the network's local rotations; trans: (S, 3) m.
-            betas: (S, B) the shape to hold.
+            betas: (S, B) the shape to hold (padded with zeros or cut to the body's size).
             pos, rot, valid: (S, N, 3), (S, N, 3, 3), (S, N) the frame's plates.
 
         Returns:
@@ -267,6 +267,9 @@ class Refiner:
         """
         t0 = _now()
         cost = self.cost
+        if betas.shape[-1] != self.num_betas:  # the network's shape space, the body's size
+            nb = self.num_betas
+            betas = torch.nn.functional.pad(betas, (0, max(0, nb - betas.shape[-1])))[:, :nb]
         least = sum(c.value for c in cost.values())
         if self._step is None or least > self.budget_s:
             for c in cost.values():

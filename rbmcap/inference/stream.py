@@ -230,20 +230,26 @@ class StreamSession:
         return None if self._refined is None else self._refined.stats
 
     @torch.inference_mode()
-    def push(self, pos, rot, valid) -> tuple[np.ndarray, np.ndarray]:
+    def push(self, pos, rot, valid, betas=None) -> tuple[np.ndarray, np.ndarray]:
         """One frame: pos (N, 3) m, rot (N, 3, 3), valid (N,) bool (a leading S for S
-        subjects).
+        subjects); ``betas`` (B,) (S, B for S subjects): the shape refinement holds (a
+        calibration's; None: the stream's running betas).
 
         Returns (rotmats (24, 3, 3) local, joint 0 global; trans (3,) m) for that frame (a
         leading S for S subjects), refined when the session refines.
         """
         pos, rot, valid = self._tensors(pos, rot, valid)
-        rotmats, trans, betas = self._network(pos, rot, valid)
+        rotmats, trans, running = self._network(pos, rot, valid)
         if self.refiner is not None:
+            if betas is None:
+                betas = running()
+            else:
+                betas = torch.as_tensor(np.asarray(betas, dtype=np.float32), device=pos.device)
+                betas = betas.reshape(self.subjects, -1)
             if self.subjects == 1:
                 pos, rot, valid = pos[None], rot[None], valid[None]
             rotmats, trans = self.refiner.refine(
-                self._refined, rotmats, trans, betas(), pos, rot, valid
+                self._refined, rotmats, trans, betas, pos, rot, valid
             )
         if self.subjects == 1:
             rotmats, trans = rotmats[0], trans[0]

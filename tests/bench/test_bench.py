@@ -88,6 +88,7 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
         {"backend", "torch_threads_session", "sink", "runs"},
         {"seconds_per_run"},
     ),
+    "refine": ({"model", "backend", "sets", "rows"}, {"fps"}),
 }
 
 
@@ -117,6 +118,14 @@ def test_bench_step_times_every_precision_back_to_back_and_paced(capsys):
     for run in runs:
         assert 0 < run["step_p50_ms"] <= run["step_p99_ms"] and run["steps"] > 0
         assert run["rate_hz"] == (240.0 if run["paced"] else None)
+
+
+def test_bench_refine_scores_each_budget_and_refines_when_there_is_time(capsys):
+    result = quick_bench("refine", capsys)
+    network, refined = result["rows"]
+    assert (network["budget_ms"], refined["budget_ms"]) == (0.0, 10.0)
+    assert network["steps_mean"] == 0 and refined["steps_mean"] > 0
+    assert refined["mpjpe_mm"] < network["mpjpe_mm"]
 
 
 def _numbers(value, path: str = ""):

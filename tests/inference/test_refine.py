@@ -136,6 +136,18 @@ def test_a_real_budget_is_kept_and_more_time_buys_more_steps(predictor, take):
     assert steps[0.030] > steps[0.005], steps
 
 
+def test_refinement_holds_the_betas_it_is_given(predictor, take):
+    """Given betas (a calibration's) replace the stream's running ones in the refinement: a
+    taller body is fitted to the same plates with its pelvis elsewhere."""
+    running, given = (predictor.stream(refine=DETERMINISTIC) for _ in range(2))
+    tall = np.zeros(10, np.float32)
+    tall[0] = 2.0
+    for t in range(4):
+        _, t0 = running.push(take.pos[t], take.rot[t], take.valid[t])
+        _, t1 = given.push(take.pos[t], take.rot[t], take.valid[t], betas=tall)
+    assert np.abs(t1 - t0).max() > 1e-3
+
+
 def test_a_subject_that_sees_no_plate_keeps_the_network_answer(predictor, take):
     hidden = np.zeros_like(take.valid[0])
     plain, session = predictor.stream(), predictor.stream(refine=DETERMINISTIC)

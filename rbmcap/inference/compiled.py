@@ -47,9 +47,12 @@ def frozen(model) -> Iterator[None]:
             p.requires_grad_(g)
 
 
-def compiled_step(step: torch.nn.Module, model, example: tuple) -> Callable:
-    """``step`` (a :class:`~rbmcap.inference.stream.FrameStep` of ``model``) compiled for
-    inputs shaped as ``example`` (its call's tensors), loaded from the cache or compiled into it.
+def compiled_step(
+    step: torch.nn.Module, model, example: tuple, what: str = "the stream step"
+) -> Callable:
+    """``step`` (a :class:`~rbmcap.inference.stream.FrameStep` of ``model``, or another module
+    of tensors in and out) compiled for inputs shaped as ``example`` (its call's tensors),
+    loaded from the cache or compiled into it; ``what`` names it in messages.
 
     Returns a callable taking the same tensors and returning the step's outputs (a list).
     Raises :class:`ModelError` when the step cannot be exported or compiled (no C++ compiler).
@@ -59,15 +62,16 @@ def compiled_step(step: torch.nn.Module, model, example: tuple) -> Callable:
         with torch.inference_mode(False), torch.no_grad(), frozen(model):
             program = torch.export.export(step, example, strict=False)
     except Exception as exc:  # export's failures have no common base class
-        message = f"the stream step cannot be exported for compiling: {first_line(exc)}"
+        message = f"{what} cannot be exported for compiling: {first_line(exc)}"
         raise ModelError(message) from exc
     path = package_path(program)
     if not path.exists():
-        _compile(program, path)
+        _compile(program, path, what)
     try:
         package = torch._inductor.aoti_load_package(str(path))
     except Exception as exc:
-        message = f"{path}: the compiled stream step cannot be loaded: {first_line(exc)}"
+        message = f"{path}: the compiled {what.removeprefix('the ')} cannot be loaded: "
+        message += first_line(exc)
         raise ModelError(message) from exc
     loader = getattr(package, "loader", None)
     if loader is None:
@@ -97,15 +101,16 @@ def package_path(program) -> Path:
     return cache_dir() / "stream" / f"{digest.hexdigest()[:32]}.pt2"
 
 
-def _compile(program, path: Path) -> None:
-    """Compile ``program`` into ``path`` (atomically: a killed compile leaves no package)."""
-    log.warning("compiling the stream step ahead of time (about a minute, once per model)")
+def _compile(program, path: Path, what: str) -> None:
+    """Compile ``program`` (``what``, for messages) into ``path`` (atomically: a killed compile
+    leaves no package)."""
+    log.warning("compiling %s ahead of time (about a minute, once per model)", what)
     try:
         with atomic_path(path) as tmp, _quiet("torch._inductor"):
             torch._inductor.aoti_compile_and_package(program, package_path=str(tmp))
     except Exception as exc:  # the compiler's failures (none installed, …) have no common base
         raise ModelError(
-            f"compiling the stream step into {path} failed (it needs a C++ compiler and a "
+            f"compiling {what} into {path} failed (it needs a C++ compiler and a "
             f"writable cache, see RBMCAP_CACHE): {first_line(exc)}"
         ) from exc
 

@@ -396,7 +396,8 @@ def _kernel(module: torch.nn.Module, example: tuple, backend: str):
     if backend == "eager":
         return module
     if backend == "compiled":
-        run = compiled_step(module, module, example)
+        what = f"the refinement's {type(module).__name__} kernel"
+        run = compiled_step(module, module, example, what)
         return lambda *tensors: tuple(run(*tensors))
     with frozen(module), warnings.catch_warnings():
         # TracerWarnings about Python values in shapes; freeze's deprecation notice

@@ -266,3 +266,16 @@ def test_a_cost_estimate_ignores_a_lone_slow_call_and_recovers_from_a_slow_spell
     for _ in range(KernelCost.WINDOW // 2 + 1):
         cost.idle()
     assert cost.value == pytest.approx(1e-3)
+
+
+@pytest.mark.slow  # compiles three kernels (about a minute each the first time)
+def test_compiled_kernels_refine_as_the_eager_ones(predictor, take):
+    """The compiled kernels (each input a tensor of its own when exported: two inputs that were
+    one tensor in the example would be read as one) answer as the eager modules do."""
+    answers = {
+        backend: streamed(predictor.stream(backend=backend, refine=DETERMINISTIC), take, 8)
+        for backend in ("eager", "compiled")
+    }
+    for (r0, t0), (r1, t1) in zip(answers["eager"], answers["compiled"]):
+        np.testing.assert_allclose(r0, r1, atol=2e-3)
+        np.testing.assert_allclose(t0, t1, atol=2e-4)

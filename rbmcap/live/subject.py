@@ -288,8 +288,11 @@ class SubjectGroup:
             self._step_held(phase)
         pos, rot, valid = self.plates(frame)
         session = self.sessions[phase]
-        rotmats, trans = session.push(pos, rot, valid)
         calibrated = self._betas
+        held = None  # refinement holds the calibrated shapes when every subject has one
+        if calibrated and all(b is not None for b in calibrated):
+            held = calibrated[0] if len(calibrated) == 1 else np.stack(calibrated)
+        rotmats, trans = session.push(pos, rot, valid, betas=held)
         running = None if all(b is not None for b in calibrated) else session.betas
         if len(self.streams) == 1:
             pos, rot, valid, rotmats, trans = (a[None] for a in (pos, rot, valid, rotmats, trans))

@@ -20,12 +20,16 @@ from helpers.natnet_sender import MotiveSender, frames_from_capture
 
 from rbmcap.baseline import Solver
 from rbmcap.baseline.objective import predict_markers
+from rbmcap.calibrate.calibration import Calibration, PlateOffset
 from rbmcap.cli.live import DEFAULT_REFINE_S
 from rbmcap.cli.main import build_parser, main
 from rbmcap.inference import Predictor
 from rbmcap.inference.capture import checkpoint_body
+from rbmcap.inference.stream import StreamSession
 from rbmcap.live.session import LiveOptions, LiveSession
 from rbmcap.live.sources.natnet import NatNetSource
+from rbmcap.live.sources.replay import ReplaySource
+from rbmcap.live.subject import Subject
 from rbmcap.motion.smpl_motion import SMPLMotion
 
 # Real-time streams: under pytest-xdist each runs with no other test alongside.
@@ -100,6 +104,32 @@ def test_refine_without_seconds_takes_the_default_and_a_bad_budget_is_one_error(
     assert args.refine == DEFAULT_REFINE_S
     assert main(["live", "replay:x.npz", "--refine", "-1"]) == 2
     assert "refine budget -1" in capsys.readouterr().err
+
+
+def test_a_calibrated_subject_is_refined_with_its_calibrations_shape(predictor, monkeypatch):
+    """The sinks get a calibrated subject's betas: refinement holds the same shape."""
+    take = synthetic_take(30, fps=60.0)
+    betas = np.zeros(10, np.float32)
+    betas[0] = 1.0
+    zero = np.zeros(3)
+    plates = {n: PlateOffset(rotation=zero, position=zero, residual_mm=0.0) for n in take.names}
+    calibration = Calibration(
+        betas=betas, frames=[[0]], rotation=zero, translation=zero, plates=plates
+    )
+    held = []
+    push = StreamSession.push
+
+    def spy(self, pos, rot, valid, betas=None):
+        held.append(betas)
+        return push(self, pos, rot, valid, betas=betas)
+
+    monkeypatch.setattr(StreamSession, "push", spy)
+    options = LiveOptions(backend="trace", refine=0.005)
+    subjects = [Subject("", calibration)]
+    LiveSession(ReplaySource(take, rate=30.0), predictor, [KeepingSink()], subjects, options).run()
+    posed = [b for b in held if b is not None]  # the warm-up's rest frames hold none
+    assert len(posed) > 10
+    assert all(np.array_equal(b, betas) for b in posed)
 
 
 # ------------------------------------------------------------------------------ acceptance

@@ -4,14 +4,16 @@ One thread receives and poses: the one that called :meth:`LiveSession.run` (the 
 the command line, so Ctrl-C and SIGTERM land there). Each turn of its loop
 
 - waits for the source's next frame (:mod:`rbmcap.live.sources.base`), then reads every frame that
-  arrived meanwhile without waiting and poses the newest, after the one before it when the two
-  arrived together (less than half a frame apart: a burst on the network) or when posing both
-  at the recent cost of a pose still ends before the next frame is due (a one-off stall: the
-  consumer catches up). Frames a slow turn (a slow sink, a late step) was overtaken by beyond
-  that are counted ``dropped`` and never queue: each is stepped through its phase's state
-  without a pose before that phase's next pose (:meth:`~rbmcap.live.subject.SubjectGroup.hold`),
+  arrived meanwhile without waiting and poses the newest, after the one or two before it when
+  they arrived together (less than half a frame apart: a burst on the network) or when posing
+  them all at the recent cost of a pose still ends before the next frame is due (a stall of
+  the machine: the consumer catches up). Frames a slow turn (a slow sink, a late step) was
+  overtaken by beyond those are counted ``dropped`` and never queue: each is stepped through
+  its phase's state without a pose before that phase's next pose
+  (:meth:`~rbmcap.live.subject.SubjectGroup.hold`),
   earlier when the consumer has time before the next frame is due, so every pose stays the
-  causal answer on the frames that came; the consumer is never more than one frame behind.
+  causal answer on the frames that came; the consumer is never more than two frames behind
+  (:data:`CATCH_UP`), and one when it has no room to catch up.
   Frame numbers are placed as they arrive (:class:`~rbmcap.live.frames.FrameCounter`: ``lost``,
   ``late``, ``duplicates``, ``restarts``); only frames in order are posed or stepped. When the
   source's connection breaks it is closed and opened again after 0.1 s, the wait doubling up to
@@ -38,6 +40,7 @@ from __future__ import annotations
 import collections
 import gc
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -57,6 +60,9 @@ log = logging.getLogger("rbmcap.live")
 
 BACKOFF_S = (0.1, 2.0)
 """First and longest wait before reopening a source whose connection broke, seconds."""
+CATCH_UP = 2
+"""The most frames before the newest a turn poses too (a stall of up to three frames caught up
+when there is room; the consumer is then at most two frames behind)."""
 POSE_TIMES = 15
 """How many of the latest frames' posing times give the recent cost of a pose (their median:
 one stall or a slow first frame does not move it)."""
@@ -171,30 +177,36 @@ class LiveSession:
     ) -> tuple[list[tuple[RigidBodyFrame, int]], list[tuple[RigidBodyFrame, int]]]:
         """What to pose this turn, and the frames it was overtaken by. The newest frame in
         order to arrive within ``timeout`` s (see :meth:`_read`) and everything already there
-        after it; posed: the newest, after the one before it where :meth:`_room_for_two` says
-        so."""
+        after it; posed: the newest, after the ones before it that :meth:`_to_catch_up`
+        allows."""
         got = []
         item = self._wait(timeout)
         while item is not None:
             got.append(item)
             item = self._read(0.0)
-        posed = 2 if len(got) >= 2 and self._room_for_two(got[-2][0], got[-1][0]) else 1
+        if not got:
+            return [], []
+        posed = 1 + self._to_catch_up([frame for frame, _ in got])
         return got[-posed:], got[:-posed]
 
-    def _room_for_two(self, before: RigidBodyFrame, newest: RigidBodyFrame) -> bool:
-        """Whether to pose the frame before the newest too: the two arrived together (less than
-        half a frame apart: a burst on the network), or posing both at the recent cost of a pose
-        (the median of the last :data:`POSE_TIMES`) ends before the frame after the newest is
-        due (a one-off stall, with room to catch up). A consumer slower than the source has no
-        such room and takes the newest alone."""
-        period = self._period
-        if newest.received - before.received < 0.5 * period:
-            return True
+    def _to_catch_up(self, frames: list[RigidBodyFrame]) -> int:
+        """How many of the frames before the newest to pose too, at most
+        :data:`CATCH_UP`: each that arrived less than half a frame before the newest (a burst
+        on the network), or while posing them all with the newest at the recent cost of a pose
+        (the median of the last :data:`POSE_TIMES`) still ends before the frame after the
+        newest is due (a stall of the machine, with room to catch up). A consumer slower than
+        the source has no such room and takes the newest alone."""
+        newest, period = frames[-1].received, self._period
         times = sorted(self._pose_times)
-        if not times:
-            return False
-        due = newest.received + period
-        return time.perf_counter() + 2.0 * times[len(times) // 2] < due
+        cost = times[len(times) // 2] if times else math.inf
+        now = time.perf_counter()
+        count = 0
+        while count < min(CATCH_UP, len(frames) - 1):
+            burst = newest - frames[-count - 2].received < 0.5 * period
+            if not burst and now + (count + 2) * cost >= newest + period:
+                break
+            count += 1
+        return count
 
     def _has_time(self, now: float) -> bool:
         """Whether a step (a held frame, or the spare) ends :data:`SPIN_S` before the next

@@ -244,6 +244,16 @@ def test_a_consumer_stalled_once_catches_up_instead_of_dropping(predictor):
     assert stats.dropped == 0 and stats.behind == 1
 
 
+def test_a_consumer_stalled_for_three_frames_catches_up_on_all_of_them(predictor):
+    """A stall of over three frames with room to catch up: the two frames before the newest
+    are posed too (``CATCH_UP``), nothing dropped, two frames behind at most."""
+    slow = synthetic_take(60, fps=30.0)
+    sink = _Stalling(at=(10, 25, 40), stall_s=3.25 / 30.0)
+    stats = LiveSession(ReplaySource(slow), predictor, [sink], options=TRACE).run()
+    assert _posed_frames(sink.poses).tolist() == list(range(1, 60))
+    assert stats.dropped == 0 and stats.behind == 2
+
+
 def test_a_rigid_body_gone_for_a_while_does_not_stop_the_stream(predictor, take):
     gone = synthetic_take(240, fps=240.0)
     gone.valid[60:180, 3] = False
@@ -436,7 +446,8 @@ class _Bursts:
 
 def test_two_frames_that_arrive_together_are_both_posed_in_order(predictor):
     """A burst on the network (two packets at once) is not a consumer that fell behind: both
-    are posed, the older first; a third at once is one more than the consumer may be behind."""
+    are posed, the older first; a fourth at once is one more than the consumer may be behind
+    (``CATCH_UP``: the newest and two before it)."""
     take = synthetic_take(40, fps=60.0)
     sink = KeepingSink()
     pairs = [(n, n + 1) for n in range(1, 31, 2)]
@@ -445,9 +456,9 @@ def test_two_frames_that_arrive_together_are_both_posed_in_order(predictor):
     assert stats.dropped == 0 and stats.behind == 1
 
     sink = KeepingSink()
-    triples = [(1, 2, 3), (4, 5, 6)]
-    stats = LiveSession(_Bursts(take, triples, 0.05), predictor, [sink], options=TRACE).run()
-    assert _posed_frames(sink.poses).tolist() == [2, 3, 5, 6] and stats.dropped == 2
+    fours = [(1, 2, 3, 4), (5, 6, 7, 8)]
+    stats = LiveSession(_Bursts(take, fours, 0.05), predictor, [sink], options=TRACE).run()
+    assert _posed_frames(sink.poses).tolist() == [2, 3, 4, 6, 7, 8] and stats.dropped == 2
 
 
 def _recording_error(predictor, path, take, phases: int) -> float:
@@ -484,31 +495,32 @@ def test_every_phase_of_a_recording_is_the_offline_causal_answer_on_all_its_fram
 
 
 def test_frames_dropped_in_a_burst_are_stepped_before_their_phase_poses_again(predictor):
-    """Bursts of eight frames at once at 240 Hz: the last two are posed, the other six are
-    stepped through their phases (at most two a phase) before those phases pose again."""
+    """Bursts of eight frames at once at 240 Hz: the last three are posed (the newest and
+    ``CATCH_UP`` before it), the other five are stepped through their phases (at most two a
+    phase) before those phases pose again."""
     take = synthetic_take(100, fps=240.0)
     groups = [list(range(k, k + 8)) for k in range(1, 97, 8)]
     sink = KeepingSink()
     source = _Bursts(take, groups, 0.03, fps=240.0)
     stats = LiveSession(source, predictor, [sink], options=TRACE).run()
-    assert _posed_frames(sink.poses).tolist() == [k for g in groups for k in g[6:]]
-    assert stats.dropped == 72 and stats.resets == 0
+    assert _posed_frames(sink.poses).tolist() == [k for g in groups for k in g[5:]]
+    assert stats.dropped == 60 and stats.resets == 0
     answer = offline_answer(predictor, take.pos, take.rot, take.valid, np.arange(1, 97), 4)
     assert max_difference(sink.poses, answer) < 1e-5
 
 
 def test_a_phase_with_more_dropped_frames_than_it_may_catch_up_starts_afresh(predictor):
-    """Twelve frames at once into one phase: ten are dropped, more than the phase keeps, so it
-    starts afresh from the last of them it keeps (counted), and poses as the causal model does
-    offline from there."""
+    """Twelve frames at once into one phase: nine are dropped (the last three posed), more than
+    the phase keeps, so it starts afresh from the last of them it keeps (counted), and poses as
+    the causal model does offline from there."""
     take = synthetic_take(40, fps=60.0)
     keep = subject_module.CATCH_UP_FRAMES
     groups = [range(1, 13), range(13, 16), range(16, 19)]
     sink = KeepingSink()
     stats = LiveSession(_Bursts(take, groups, 0.05), predictor, [sink], options=TRACE).run()
-    assert _posed_frames(sink.poses).tolist() == [11, 12, 14, 15, 17, 18]
-    assert stats.dropped == 10 + 1 + 1 and stats.resets == 1
-    answer = offline_answer(predictor, take.pos, take.rot, take.valid, np.arange(11 - keep, 19), 1)
+    assert _posed_frames(sink.poses).tolist() == list(range(10, 19))
+    assert stats.dropped == 9 and stats.resets == 1
+    answer = offline_answer(predictor, take.pos, take.rot, take.valid, np.arange(10 - keep, 19), 1)
     assert max_difference(sink.poses, answer) < 1e-5
 
 

@@ -26,10 +26,12 @@ residual √(w_prior/2)·Lₖᵀ(θ − μₖ). One step (:class:`LMStep`):
     H = JᵀJ + Hₚ,  g = Jᵀr + gₚ
     δ = −(H + λ diag(H))⁻¹ g
 
-so a step costs one evaluation of 73 poses, a 75×75 solve and no autograd. The caller keeps the
-best iterate and adapts λ (Levenberg–Marquardt): a step that raised E is retaken with more
-damping. Everything is a fixed sequence of tensor operations on fixed shapes (no Python between
-them, no data-dependent branches), so both modules can be traced or compiled ahead of time.
+so a step costs one evaluation of 73 poses, a 75×75 solve and no autograd. Each step also keeps
+the best iterate and adapts λ (Levenberg–Marquardt): where the pose it evaluates raised E, the
+next step is retaken from the best with more damping. :class:`FrameStart` picks where a frame's
+steps start and :class:`FrameKeepBest` evaluates the last step's pose. Each module is a fixed
+sequence of tensor operations on fixed shapes (no Python between them, no data-dependent
+branches), so it can be traced or compiled ahead of time.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ column) and its truncation error (~1e-3) are both far below what a Gauss–Newto
 
 class FrameTerms(torch.nn.Module):
     """The residuals and the objective of one frame (see the module docstring), shared by
-    :class:`FrameObjective` and :class:`LMStep`.
+    :class:`FrameStart`, :class:`LMStep` and :class:`FrameKeepBest`.
 
     Args:
         body: the body model (float32 or float64; every tensor follows its dtype and device).

@@ -51,6 +51,13 @@ from rbmcap.markers.plates import plate_topology
 _now = time.perf_counter
 """The clock deadlines and costs are read on (seconds)."""
 
+
+def clock() -> float:
+    """Now on the clock refinement reads its deadlines and costs on (seconds): what a caller
+    gives :meth:`Refiner.refine` as ``started``."""
+    return _now()
+
+
 DAMPING = (1e-4, 10.0, 1e4)
 """Levenberg–Marquardt damping λ: its first value each frame, the factor it grows by when a step
 raised the objective (shrinking by the same after a step that lowered it, not below the first
@@ -101,10 +108,12 @@ class RefineOptions:
 
 @dataclass
 class RefineStats:
-    """What a stream's refinement did: frames refined, steps taken, seconds spent (after the
+    """What a stream's refinement did: frames it was given, of them those it took a step on
+    (``stepped``; the others got the network's answer), steps taken, seconds spent (after the
     network), and the last frame's steps and seconds."""
 
     frames: int = 0
+    stepped: int = 0
     iterations: int = 0
     seconds: float = 0.0
     last_iterations: int = 0
@@ -112,6 +121,7 @@ class RefineStats:
 
     def add(self, iterations: int, seconds: float) -> None:
         self.frames += 1
+        self.stepped += iterations > 0
         self.iterations += iterations
         self.seconds += seconds
         self.last_iterations, self.last_seconds = iterations, seconds
@@ -191,6 +201,7 @@ class Refiner:
         # what each part of a frame costs here: the start, a step, the last evaluation, and
         # the rest (conversions, bookkeeping)
         self.cost = {name: KernelCost() for name in ("start", "step", "keep", "rest")}
+        self.network = KernelCost()  # the network's step before a frame's refinement
         if self.budget_s > 0 and options.max_iterations != 0:
             self._build()
 
@@ -251,7 +262,7 @@ class Refiner:
 
     # ---------------------------------------------------------------------------- frame
     @torch.no_grad()
-    def refine(self, state: RefineState, rotmats, trans, betas, pos, rot, valid):
+    def refine(self, state: RefineState, rotmats, trans, betas, pos, rot, valid, started=None):
         """Refine one frame of S subjects (tensors on the refiner's device; pos, rot, rotmats
         and trans in its dtype).
 
@@ -260,6 +271,10 @@ class Refiner:
             rotmats: (S, 24, 3, 3) the network's local rotations; trans: (S, 3) m.
             betas: (S, B) the shape to hold (padded with zeros or cut to the body's size).
             pos, rot, valid: (S, N, 3), (S, N, 3, 3), (S, N) the frame's plates.
+            started: when the frame's network step began (on this module's clock), or None.
+                Given, the budget counts from where that step usually ends (the median of its
+                recent times): a step that ran late (the thread preempted) leaves refinement
+                less time instead of delaying the frame further.
 
         Returns:
             (rotmats (S, 24, 3, 3), trans (S, 3)): the best iterate within the budget, or the
@@ -267,18 +282,23 @@ class Refiner:
         """
         t0 = _now()
         cost = self.cost
+        anchor = t0
+        if started is not None:
+            if self.network.times:
+                anchor = min(t0, started + self.network.value)
+            self.network.observe(t0 - started)
         if betas.shape[-1] != self.num_betas:  # the network's shape space, the body's size
             nb = self.num_betas
             betas = torch.nn.functional.pad(betas, (0, max(0, nb - betas.shape[-1])))[:, :nb]
         least = sum(c.value for c in cost.values())
-        if self._step is None or least > self.budget_s:
+        if self._step is None or t0 + least > anchor + self.budget_s:
             for c in cost.values():
                 c.idle()
             state.has_prev = torch.zeros_like(state.has_prev)
             state.solved = torch.zeros_like(state.solved)
             state.stats.add(0, _now() - t0)
             return rotmats, trans
-        return self._frame(state, rotmats, trans, betas, pos, rot, valid, t0=t0)
+        return self._frame(state, rotmats, trans, betas, pos, rot, valid, t0=t0, anchor=anchor)
 
     def skip(self, state: RefineState) -> None:
         """A frame of the stream that is not refined (taken without an answer): the next
@@ -286,12 +306,15 @@ class Refiner:
         without the smoothness term until two frames in a row are refined again."""
         state.solved = torch.zeros_like(state.solved)
 
-    def _frame(self, state, rotmats, trans, betas, pos, rot, valid, t0=None, steps=None):
-        """:meth:`refine` past its checks: the start, steps until the deadline (or ``steps``),
-        the last evaluation, the answer."""
+    def _frame(
+        self, state, rotmats, trans, betas, pos, rot, valid, t0=None, anchor=None, steps=None
+    ):
+        """:meth:`refine` past its checks: the start, steps until the deadline (the budget
+        after ``anchor``; or ``steps``), the last evaluation, the answer."""
         t0 = _now() if t0 is None else t0
+        anchor = t0 if anchor is None else anchor
         cost = self.cost
-        deadline = t0 + self.budget_s - cost["rest"].value
+        deadline = anchor + self.budget_s - cost["rest"].value
         cap = self.options.max_iterations if steps is None else steps
         cap = math.inf if cap is None else cap
         smooth = (state.solved >= 2).to(self.dtype)

@@ -23,7 +23,7 @@ import torch
 
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.inference.compiled import compiled_step, frozen
-from rbmcap.inference.refine import RefineOptions, Refiner, RefineStats
+from rbmcap.inference.refine import RefineOptions, Refiner, RefineStats, clock
 
 BACKENDS = ("eager", "trace", "compiled")
 """How a recurrent stream runs its frame step: the Python modules as they are, a TorchScript
@@ -238,6 +238,7 @@ class StreamSession:
         Returns (rotmats (24, 3, 3) local, joint 0 global; trans (3,) m) for that frame (a
         leading S for S subjects), refined when the session refines.
         """
+        started = None if self.refiner is None else clock()
         pos, rot, valid = self._tensors(pos, rot, valid)
         rotmats, trans, running = self._network(pos, rot, valid)
         if self.refiner is not None:
@@ -249,7 +250,7 @@ class StreamSession:
             if self.subjects == 1:
                 pos, rot, valid = pos[None], rot[None], valid[None]
             rotmats, trans = self.refiner.refine(
-                self._refined, rotmats, trans, betas, pos, rot, valid
+                self._refined, rotmats, trans, betas, pos, rot, valid, started=started
             )
         if self.subjects == 1:
             rotmats, trans = rotmats[0], trans[0]

@@ -200,8 +200,9 @@ class LivePipeline:
         }
 
     def _refined(self) -> dict | None:
-        """What refinement did over every phase: its budget (ms), the frames it refined, their
-        mean steps and time (ms); None without refinement."""
+        """What refinement did over every phase: its budget (ms), the frames it was given and
+        the share of them it took a step on, their mean steps and time (ms); None without
+        refinement."""
         if self.options.refine is None:
             return None
         group = getattr(getattr(self, "session", None), "group", None)
@@ -210,6 +211,7 @@ class LivePipeline:
         return {
             "budget_ms": 1e3 * self.options.refine,
             "frames": frames,
+            "stepped": sum(s.stepped for s in stats) / frames if frames else None,
             "steps_mean": sum(s.iterations for s in stats) / frames if frames else None,
             "ms_mean": 1e3 * sum(s.seconds for s in stats) / frames if frames else None,
         }

@@ -120,6 +120,26 @@ def test_steps_grow_with_the_budget_and_a_frame_keeps_to_it(predictor, take, mon
             assert stats.last_seconds <= ticks * TICK
 
 
+def test_a_late_network_step_leaves_refinement_less_time(predictor, take, monkeypatch):
+    """The budget counts from where the network's step usually ends: a step two ticks late
+    leaves two steps fewer, and the frame ends when it would have."""
+    clock = Clock()
+    monkeypatch.setattr(refine_module, "_now", clock)
+    session = predictor.stream(refine=RefineOptions(8 * TICK, max_iterations=20))
+    for t in range(3):
+        session.push(take.pos[t], take.rot[t], take.valid[t])
+        assert session.refine_stats.last_iterations == 5
+    network = session._network
+
+    def late(*args):
+        clock.t += 2 * TICK
+        return network(*args)
+
+    monkeypatch.setattr(session, "_network", late)
+    session.push(take.pos[3], take.rot[3], take.valid[3])
+    assert session.refine_stats.last_iterations == 3
+
+
 def test_a_real_budget_is_kept_and_more_time_buys_more_steps(predictor, take):
     """On the real clock 30 ms buy more steps than 5 ms, and a typical frame keeps to its
     budget (the deadline itself is checked on the test clock above: here the thread may be

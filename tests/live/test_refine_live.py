@@ -180,11 +180,13 @@ def test_a_120_hz_stream_is_refined_within_its_frames(predictor):
     refined = [x.refine_stats for x in session.group.sessions]
     frames = sum(r.frames for r in refined)
     steps = sum(r.iterations for r in refined) / max(frames, 1)
+    stepped = sum(r.stepped for r in refined) / max(frames, 1)
     ms = 1e3 * sum(r.seconds for r in refined) / max(frames, 1)
     print(
         f"\n[natnet 120 Hz refined {DEFAULT_REFINE_S * 1e3:g} ms, {STREAM_SECONDS:g} s] "
         f"received {s['received']}, posed {s['processed']}, dropped {s['dropped']}, "
-        f"behind {s['behind']}, refinement {steps:.2f} steps {ms:.2f} ms a frame, latency "
+        f"behind {s['behind']}, refinement {steps:.2f} steps {ms:.2f} ms a frame "
+        f"({100 * stepped:.1f}% of frames stepped), latency "
         f"p50 {s['latency_p50_ms']:.2f} ms, p99 {s['latency_p99_ms']:.2f} ms, "
         f"max {s['latency_max_ms']:.2f} ms"
     )

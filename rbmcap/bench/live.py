@@ -44,14 +44,15 @@ SUBJECT_NAMES = tuple(f"s{k}" for k in range(1, 9))
 def run(
     quick: bool = False,
     seconds: float | None = None,
-    precision: str = "float32",
+    precision: str | None = None,
     rates: tuple[float, ...] | None = None,
     subjects: tuple[int, ...] | None = None,
     busy: bool = False,
 ) -> dict:
     """Every rate × subject count for ``seconds`` each (default 20; ``quick``: 2 s, 240 Hz and
     one subject only, the trace backend), waiting idle between frames, then hot; the network's
-    weights held as ``precision`` (:mod:`rbmcap.inference.narrow`). ``rates`` and ``subjects``
+    weights held as ``precision`` (:mod:`rbmcap.inference.narrow`; None: as ``rbmcap live``
+    holds them, bfloat16 compiled and float32 traced). ``rates`` and ``subjects``
     narrow the runs (default :data:`RATES` × :data:`SUBJECTS`; up to eight subjects). ``busy``
     runs a CPU-bound neighbour (:func:`neighbour`: matrix products on one thread, as a training
     run keeps a core busy) in another process throughout, as on a lab PC that also runs the
@@ -61,6 +62,7 @@ def run(
 
     seconds = seconds or (2.0 if quick else 20.0)
     backend = "trace" if quick else "compiled"
+    precision = precision or ("float32" if quick else "bfloat16")
     rates = rates or ((240.0,) if quick else RATES)
     counts = subjects or ((1,) if quick else SUBJECTS)
     predictor = Predictor.from_checkpoint("standin-rbm14-stream", precision=precision)

@@ -401,7 +401,9 @@ def c3d_word_patch(draw, data: bytes) -> bytes:
     kind, dims, at = params[draw(st.sampled_from(sorted(params)))]
     if dims and draw(st.integers(0, 3)) == 0:
         k = draw(st.integers(0, len(dims) - 1))
-        _patch(buf, at - len(dims) + k, "B", draw(st.sampled_from([0, 1, 2, 255, dims[k] + 1])))
+        _patch(
+            buf, at - len(dims) + k, "B", draw(st.sampled_from([0, 1, 2, 255, (dims[k] + 1) % 256]))
+        )
         return bytes(buf)
     count = max(int(np.prod(dims)) if dims else 1, 1)
     fmt = {-1: "b", 1: "b", 2: "h", 4: "f"}.get(kind, "b")

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from rbmcap.inference import Predictor
-from rbmcap.inference.narrow import PRECISIONS
+from rbmcap.inference.narrow import PRECISIONS, matrix_bytes
 
 STREAM_CHECKPOINT = "standin-rbm14-stream"
 RATES = (120.0, 240.0, 360.0)
@@ -52,7 +52,8 @@ def run(
                 session = predictor.stream(backend=backend, subjects=subjects)
                 frames = _frames(obs, subjects)
                 _paced(session, frames, 50, 0.0)  # built and warm
-                variants[(precision, subjects)] = (session, frames, _weight_bytes(predictor))
+                weights = matrix_bytes(predictor.model.net)
+                variants[(precision, subjects)] = (session, frames, weights)
         times: dict[tuple, list[float]] = {}
         for _ in range(rounds):
             for key, (session, frames, _) in variants.items():
@@ -113,9 +114,3 @@ def _paced(session, frames, count: int, period: float) -> list[float]:
         out.append(1e3 * (time.perf_counter() - start))
         due = max(due + period, time.perf_counter()) if period else due
     return out
-
-
-def _weight_bytes(predictor) -> int:
-    """Bytes of the stream network's matrices (what a step reads)."""
-    tensors = [*predictor.model.net.parameters(), *predictor.model.net.buffers()]
-    return sum(t.numel() * t.element_size() for t in tensors if t.dim() == 2)

@@ -142,3 +142,10 @@ def narrowed(model, precision: str):
     other = copy.deepcopy(model)
     other.net = narrow.to(next(model.parameters()).device)
     return other.eval()
+
+
+def matrix_bytes(module: nn.Module) -> int:
+    """Bytes of ``module``'s matrices (its 2-D parameters and buffers): what a step reads of its
+    weights, whatever type they are held in."""
+    tensors = [*module.parameters(), *module.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors if t.dim() == 2)

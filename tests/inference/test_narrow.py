@@ -12,7 +12,7 @@ from helpers.training import small_model
 from rbmcap.errors import ConfigError
 from rbmcap.evaluation import options
 from rbmcap.inference import Predictor
-from rbmcap.inference.narrow import PRECISIONS, NarrowGRU, narrowed
+from rbmcap.inference.narrow import PRECISIONS, NarrowGRU, matrix_bytes, narrowed
 
 
 def _trained_like(model):
@@ -27,11 +27,6 @@ def _trained_like(model):
 @pytest.fixture(scope="module")
 def gru_model(standin):
     return _trained_like(small_model(standin, "causal_gru", "plate_fit.enabled=true"))
-
-
-def _weight_bytes(module) -> int:
-    tensors = [*module.parameters(), *module.buffers()]
-    return sum(t.numel() * t.element_size() for t in tensors if t.dim() == 2)
 
 
 @pytest.mark.parametrize("precision, tol", [("bfloat16", 2e-2), ("int8", 3e-2)])
@@ -56,9 +51,9 @@ def test_the_narrow_step_is_the_grus_step_to_the_types_rounding(gru_model, preci
 
 
 def test_int8_and_bfloat16_hold_a_quarter_and_a_half_of_the_bytes(gru_model):
-    full = _weight_bytes(gru_model.net)
-    assert _weight_bytes(NarrowGRU(gru_model.net, "bfloat16")) == full // 2
-    assert _weight_bytes(NarrowGRU(gru_model.net, "int8")) == full // 4
+    full = matrix_bytes(gru_model.net)
+    assert matrix_bytes(NarrowGRU(gru_model.net, "bfloat16")) == full // 2
+    assert matrix_bytes(NarrowGRU(gru_model.net, "int8")) == full // 4
 
 
 def test_a_narrow_stream_answers_close_to_the_full_one_and_leaves_the_model_alone(gru_model):

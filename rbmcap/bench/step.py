@@ -65,28 +65,32 @@ def run(
                     )
     finally:
         torch.set_num_threads(threads)
-    rows = []
-    for (precision, subjects, rate), ms in times.items():
-        rows.append(
-            {
-                "precision": precision,
-                "subjects": subjects,
-                "rate_hz": rate or None,
-                "paced": bool(rate),
-                "steps": len(ms),
-                "step_p50_ms": float(np.percentile(ms, 50)),
-                "step_p99_ms": float(np.percentile(ms, 99)),
-                "weights_mb": variants[(precision, subjects)][2] / 1e6,
-            }
-        )
+    weights = {key: bytes_ for key, (_, _, bytes_) in variants.items()}
     return {
         "ckpt": ckpt or STREAM_CHECKPOINT,
         "backend": backend,
         "torch_threads": 1,
         "rounds": rounds,
         "seconds_per_rate": seconds,
-        "runs": rows,
+        "runs": _rows(times, weights),
     }
+
+
+def _rows(times: dict[tuple, list[float]], weights: dict[tuple, int]) -> list[dict]:
+    """One row per precision × subjects × rate (0: back to back) with its step percentiles."""
+    return [
+        {
+            "precision": precision,
+            "subjects": subjects,
+            "rate_hz": rate or None,
+            "paced": bool(rate),
+            "steps": len(ms),
+            "step_p50_ms": float(np.percentile(ms, 50)),
+            "step_p99_ms": float(np.percentile(ms, 99)),
+            "weights_mb": weights[(precision, subjects)] / 1e6,
+        }
+        for (precision, subjects, rate), ms in times.items()
+    ]
 
 
 def _frames(obs, subjects: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -1,0 +1,162 @@
+"""Anatomical segment frames on an SMPL-family body, in Plug-in Gait's axis conventions.
+
+Each segment's frame is built once on the subject's shaped body in its rest pose, from joint
+centres (the body's joint regressor) and virtual markers on the mesh (the ``plug-in-gait`` marker
+set: ASIS, PSIS, heel, toe, C7, T10, clavicle, sternum), and then carried
+by the rotation of the SMPL bone it rides on. An SMPL joint centre rides rigidly on its parent
+bone, so this equals building the frames every frame from the posed joint centres, without the
+skin's blending moving the markers.
+
+Axes follow Plug-in Gait's segments (checked against the segment frames a Plug-in Gait C3D
+carries), for both sides alike:
+
+| segment | Z | X | Y |
+|---|---|---|---|
+| pelvis | up: X × Y | mid-PSIS → mid-ASIS, ⟂ Y | RASI → LASI (left) |
+| femur | knee → hip | Y × Z (anterior) | left: the body's flexion axis at rest, ⟂ Z |
+| tibia | ankle → knee | Y × Z | left: as the femur |
+| foot | toe → heel, level at rest (flat foot) | Y × Z (up) | left |
+| thorax | down: mid(C7, CLAV) → mid(T10, STRN) | C7, T10 → CLAV, STRN, ⟂ Z | Z × X (right) |
+| humerus | elbow → shoulder | Y × Z (posterior, arm hanging) | right, arm hanging |
+| radius | wrist → elbow | Y × Z | as the humerus |
+
+Y points to the subject's left on both sides. The legs' flexion axis is the body model's own
+(its rest frame's X): a lateral knee or ankle vertex sits some 5 cm from the joint centre, where
+1 cm of misplacement twists the axis by 11°. The arms' Y is the elbow's flexion axis; the rest
+pose holds the arms out (T-pose), where that axis is vertical (down for the left arm, up for the
+right). The progression frame ("lab") has X along the walk, Z up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from rbmcap.geometry.kinematics import local_to_global
+from rbmcap.markers.markerset import load_marker_set
+from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
+
+LANDMARKS = "plug-in-gait"
+"""The marker set whose markers the frames are built from."""
+
+SEGMENTS: dict[str, str] = {
+    "pelvis": "pelvis",
+    "thorax": "spine3",
+    "left_femur": "left_hip",
+    "right_femur": "right_hip",
+    "left_tibia": "left_knee",
+    "right_tibia": "right_knee",
+    "left_foot": "left_ankle",
+    "right_foot": "right_ankle",
+    "left_humerus": "left_shoulder",
+    "right_humerus": "right_shoulder",
+    "left_radius": "left_elbow",
+    "right_radius": "right_elbow",
+}
+"""Each anatomical segment and the SMPL joint whose bone carries it."""
+
+_UP, _LEFT, _FORWARD = np.eye(3)[1], np.eye(3)[0], np.eye(3)[2]  # SMPL's canonical rest frame
+
+
+@dataclass(frozen=True)
+class AnatomicalFrames:
+    """Rest-pose anatomical frames of one shaped body.
+
+    Attributes:
+        names: segment names (S,), keys of :data:`SEGMENTS`.
+        bones: (S,) SMPL joint index carrying each segment.
+        rest: (S, 3, 3) canonical-from-segment rotations in the rest pose (columns X, Y, Z).
+    """
+
+    names: tuple[str, ...]
+    bones: tuple[int, ...]
+    rest: np.ndarray
+
+    def posed(self, global_rotmats: torch.Tensor | np.ndarray) -> dict[str, np.ndarray]:
+        """World-from-segment rotations ``{name: (T, 3, 3)}`` from the bones' global rotations
+        (T, 24, 3, 3), world-from-bone (the root's Y-up → Z-up turn included)."""
+        g = np.asarray(global_rotmats, dtype=np.float64)
+        return {n: g[:, b] @ self.rest[i] for i, (n, b) in enumerate(zip(self.names, self.bones))}
+
+
+def anatomical_frames(body, betas: np.ndarray | torch.Tensor | None = None) -> AnatomicalFrames:
+    """The rest-pose anatomical frames of ``body`` shaped by ``betas`` (B,)."""
+    zero = torch.zeros(1, 24, 3, dtype=torch.float32)
+    shape = None if betas is None else torch.as_tensor(np.asarray(betas), dtype=torch.float32)[None]
+    rest = body(zero, betas=shape)
+    joints = rest.joints[0].double().numpy()
+    ids = load_marker_set(LANDMARKS).resolve(body)
+    names = load_marker_set(LANDMARKS).names
+    verts = rest.vertices[0].double().numpy()[ids]
+    marks = dict(zip(names, verts, strict=True))
+    j = {n: joints[i] for i, n in enumerate(SMPL_JOINT_NAMES)}
+    built = _pelvis(marks) | _thorax(marks)
+    for side, sign in (("left", 1.0), ("right", -1.0)):
+        built |= _leg(side, j, marks) | _arm(side, sign, j)
+    names_ = tuple(SEGMENTS)
+    bones = tuple(SMPL_JOINT_NAMES.index(SEGMENTS[n]) for n in names_)
+    return AnatomicalFrames(names_, bones, np.stack([built[n] for n in names_]))
+
+
+def segment_rotations(
+    body, poses: np.ndarray | torch.Tensor, betas: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """World-from-segment rotations ``{name: (T, 3, 3)}`` of a motion's SMPL ``poses``
+    (T, 24, 3) axis-angle, on ``body`` shaped by ``betas``."""
+    import roma
+
+    local = roma.rotvec_to_rotmat(torch.as_tensor(np.asarray(poses), dtype=torch.float64))
+    return anatomical_frames(body, betas).posed(local_to_global(local, SMPL_PARENTS))
+
+
+def axes(z: np.ndarray, y_hint: np.ndarray) -> np.ndarray:
+    """The right-handed frame (3, 3) (columns X, Y, Z) with Z along ``z`` and Y the part of
+    ``y_hint`` orthogonal to it."""
+    z = z / np.linalg.norm(z)
+    x = np.cross(y_hint, z)
+    x /= np.linalg.norm(x)
+    return np.stack([x, np.cross(z, x), z], axis=-1)
+
+
+def axes_zx(z: np.ndarray, x_hint: np.ndarray) -> np.ndarray:
+    """The right-handed frame with Z along ``z`` and X the part of ``x_hint`` orthogonal to it."""
+    z = z / np.linalg.norm(z)
+    y = np.cross(z, x_hint)
+    y /= np.linalg.norm(y)
+    return np.stack([np.cross(y, z), y, z], axis=-1)
+
+
+def _pelvis(m: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    y = m["LASI"] - m["RASI"]
+    forward = (m["LASI"] + m["RASI"] - m["LPSI"] - m["RPSI"]) / 2
+    z = np.cross(forward, y)  # up, ⟂ the plane of the four pelvis markers' axes
+    return {"pelvis": axes(z, y)}
+
+
+def _thorax(m: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    down = (m["T10"] + m["STRN"] - m["C7"] - m["CLAV"]) / 2
+    forward = (m["CLAV"] + m["STRN"] - m["C7"] - m["T10"]) / 2
+    return {"thorax": axes_zx(down, forward)}
+
+
+def _leg(side: str, j: dict, m: dict) -> dict[str, np.ndarray]:
+    s = side[0].upper()
+    hip, knee, ankle = j[f"{side}_hip"], j[f"{side}_knee"], j[f"{side}_ankle"]
+    heel_to_toe = m[f"{s}TOE"] - m[f"{s}HEE"]
+    heel_to_toe = heel_to_toe - _UP * (heel_to_toe @ _UP)  # flat foot: level at rest
+    return {
+        f"{side}_femur": axes(hip - knee, _LEFT),
+        f"{side}_tibia": axes(knee - ankle, _LEFT),
+        f"{side}_foot": axes(-heel_to_toe, _LEFT),
+    }
+
+
+def _arm(side: str, sign: float, j: dict) -> dict[str, np.ndarray]:
+    shoulder, elbow, wrist = j[f"{side}_shoulder"], j[f"{side}_elbow"], j[f"{side}_wrist"]
+    flexion_axis = -sign * _UP  # the right-pointing axis of a hanging arm, turned to the T-pose
+    return {
+        f"{side}_humerus": axes(shoulder - elbow, flexion_axis),
+        f"{side}_radius": axes(elbow - wrist, flexion_axis),
+    }

@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("body",),
     ("motion",),
     ("markers",),
-    ("dataset", "metrics"),
+    ("dataset", "metrics", "biomech"),
     ("model",),
     ("checkpoint", "baseline", "io"),
     ("calibrate",),

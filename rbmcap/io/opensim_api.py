@@ -25,6 +25,7 @@ def load_opensim(log_level: str = "error") -> ModuleType:
     try:
         opensim = importlib.import_module("opensim")
         opensim.Logger.setLevelString(log_level)
+        opensim.Logger.removeFileSink()  # else OpenSim writes opensim.log in the working folder
     except (ImportError, AttributeError, OSError) as exc:
         raise ConfigError(
             f"OpenSim's Python API is not available ({exc}); install it with {INSTALL_HINT}"

@@ -1,0 +1,45 @@
+"""``rbmcap export opensim MOTION.npz --out DIR [--model gait.osim] [--map gait2392]
+[--body BODY] [--json]``: a motion as OpenSim files (:mod:`rbmcap.io.opensim_export`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from rbmcap.cli.output import print_mapping
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="write a motion in another program's formats")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    o = actions.add_parser(
+        "opensim",
+        help="virtual markers (.trc) and coordinates (.mot) for OpenSim; IK with --model",
+        description="Write DIR/markers.trc (virtual markers on the posed body under an OpenSim "
+        "model's marker names, mm, Y up) and DIR/coordinates.mot (the SMPL motion's pelvis "
+        "translation and joint rotations); with --model, run OpenSim's inverse kinematics on "
+        "the markers into DIR/ik.mot (needs pip install 'rbmcap[opensim]').",
+    )
+    o.add_argument("motion", help="motion .npz (what `rbmcap infer` writes)")
+    o.add_argument("--out", required=True, help="output folder")
+    o.add_argument("--model", default=None, help="OpenSim model (.osim) to run IK on")
+    o.add_argument(
+        "--map", default="gait2392", help="OpenSim marker map, name or YAML (default gait2392)"
+    )
+    o.add_argument(
+        "--body", default=None, help="body model (default: the stand-in of the motion's gender)"
+    )
+    o.add_argument("--json", action="store_true", help="print one JSON object")
+    o.set_defaults(func=_export_opensim)
+
+
+def _export_opensim(args: argparse.Namespace) -> int:
+    # start-up: the library loads torch, only when the command runs (not for --help)
+    from rbmcap.body import load_body_model  # (see above)
+    from rbmcap.io.opensim_export import export_opensim  # (see above)
+    from rbmcap.motion.smpl_motion import read_motion  # (see above)
+
+    motion = read_motion(args.motion)
+    body = load_body_model(args.body or "standin", gender=motion.gender)
+    written = export_opensim(motion, body, args.out, model=args.model, marker_map=args.map)
+    print_mapping({k: str(v) for k, v in written.items()}, args.json)
+    return 0

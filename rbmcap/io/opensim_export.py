@@ -1,0 +1,118 @@
+"""An SMPL motion for OpenSim: virtual markers (``markers.trc``), its coordinates
+(``coordinates.mot``) and, given a model, OpenSim's inverse kinematics (``ik.mot``).
+
+Virtual markers are vertices of the posed mesh of the motion's body (at its betas), one per
+marker of an :class:`~rbmcap.io.opensim_map.OpenSimMarkerMap` (the mean of the virtual markers it
+names), written under OpenSim's marker names in millimetres, Y up.
+
+``coordinates.mot`` holds the SMPL motion itself, with no OpenSim model: ``pelvis_tx/ty/tz``
+(the pelvis joint in OpenSim's Y-up world, m) and, per SMPL joint, ``<joint>_x/_y/_z``: its local
+rotation as intrinsic XYZ Euler angles (degrees); the pelvis's is its world orientation in the
+Y-up world (SMPL's body frame: x left, y up, z forward).
+
+:func:`export_opensim` is all or nothing: the files are written atomically and, when a later
+step fails (inverse kinematics), the ones this call wrote are removed again.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import roma
+import torch
+
+from rbmcap.errors import DataError
+from rbmcap.io.opensim import Z_UP_TO_Y_UP, write_mot, write_trc, zup_to_yup
+from rbmcap.io.opensim_map import OpenSimMarkerMap, load_marker_map
+from rbmcap.markers.markerset import load_marker_set
+from rbmcap.skeleton import SMPL_JOINT_NAMES
+
+FILES = {"markers": "markers.trc", "coordinates": "coordinates.mot", "ik": "ik.mot"}
+"""The files :func:`export_opensim` writes into its folder (``ik`` only with a model)."""
+
+
+def opensim_markers(motion, body, marker_map: OpenSimMarkerMap) -> np.ndarray:
+    """(T, M, 3) float64 m, OpenSim's Y-up world: the map's markers on the posed mesh of
+    ``motion`` on ``body`` at the motion's betas."""
+    markers = load_marker_set(marker_map.marker_set)
+    ids = markers.resolve(body)
+    groups = [[markers.index(v) for v in m.virtual] for m in marker_map.markers]
+    used = sorted({i for g in groups for i in g})
+    with torch.no_grad():
+        verts, _ = body.skin_vertices_and_joints(
+            torch.as_tensor(ids[used]),
+            roma.rotvec_to_rotmat(torch.as_tensor(motion.poses, dtype=torch.float32)),
+            torch.as_tensor(np.asarray(motion.betas[: body.num_betas]), dtype=torch.float32),
+            torch.as_tensor(motion.trans, dtype=torch.float32),
+        )
+    verts = verts.double().numpy()
+    column = {i: k for k, i in enumerate(used)}
+    placed = np.stack([verts[:, [column[i] for i in g]].mean(axis=1) for g in groups], axis=1)
+    return zup_to_yup(placed)
+
+
+def smpl_coordinates(motion, body) -> tuple[list[str], np.ndarray]:
+    """Column names and values (T, 3 + 72) of ``coordinates.mot`` (module docstring)."""
+    rot = roma.rotvec_to_rotmat(torch.as_tensor(motion.poses, dtype=torch.float64))
+    rot[:, 0] = torch.as_tensor(Z_UP_TO_Y_UP) @ rot[:, 0]
+    euler = roma.rotmat_to_euler("XYZ", rot, degrees=True).numpy()  # (T, 24, 3)
+    with torch.no_grad():
+        betas = torch.as_tensor(np.asarray(motion.betas[: body.num_betas]), dtype=torch.float32)
+        rest = body.rest_joints(betas).double().numpy()
+    pelvis = zup_to_yup(motion.trans + rest[0])
+    names = ["pelvis_tx", "pelvis_ty", "pelvis_tz"]
+    names += [f"{j}_{a}" for j in SMPL_JOINT_NAMES for a in "xyz"]
+    return names, np.concatenate([pelvis, euler.reshape(len(euler), -1)], axis=1)
+
+
+def export_opensim(
+    motion,
+    body,
+    out_dir: str | os.PathLike,
+    *,
+    model: str | os.PathLike | None = None,
+    marker_map: str | OpenSimMarkerMap = "gait2392",
+) -> dict[str, object]:
+    """Write ``markers.trc`` and ``coordinates.mot`` of ``motion`` into ``out_dir`` and, with an
+    OpenSim ``model``, run inverse kinematics on the markers into ``ik.mot``
+    (:func:`rbmcap.io.opensim_ik.run_inverse_kinematics`, needs the ``opensim`` extra).
+
+    Returns:
+        ``{"markers": path, "coordinates": path}`` plus, with a model, ``"ik"`` (path),
+        ``"ik_frames"``, ``"marker_rms_mm"`` and ``"marker_max_mm"``.
+    """
+    if motion.num_frames == 0:
+        raise DataError(f"motion {motion.name!r}: no frames")
+    marker_map = load_marker_map(marker_map)
+    out = Path(out_dir)
+    positions = opensim_markers(motion, body, marker_map)
+    names, values = smpl_coordinates(motion, body)
+    written: dict[str, object] = {}
+    try:
+        written["markers"] = write_trc(
+            out / FILES["markers"], marker_map.names, positions, float(motion.fps)
+        )
+        written["coordinates"] = write_mot(out / FILES["coordinates"], names, values, motion.fps)
+        if model is not None:
+            written.update(_inverse_kinematics(model, written["markers"], out, marker_map))
+    except BaseException:
+        for key in FILES:
+            if key in written:
+                Path(written[key]).unlink(missing_ok=True)  # type: ignore[arg-type]
+        raise
+    return written
+
+
+def _inverse_kinematics(model, markers: Path, out: Path, marker_map) -> dict[str, object]:
+    # optional extra: opensim (writing the .trc and .mot needs no OpenSim)
+    from rbmcap.io.opensim_ik import run_inverse_kinematics
+
+    result = run_inverse_kinematics(model, markers, out / FILES["ik"], marker_map=marker_map)
+    return {
+        "ik": result.mot,
+        "ik_frames": result.frames,
+        "marker_rms_mm": round(1000 * result.marker_rms_m, 1),
+        "marker_max_mm": round(1000 * result.marker_max_m, 1),
+    }

@@ -19,6 +19,7 @@ import torch
 from rbmcap.atomic import write_text_atomic
 from rbmcap.biomech.conventions import AngleSet, convention
 from rbmcap.biomech.frames import segment_rotations
+from rbmcap.body import load_body_model
 from rbmcap.errors import DataError
 
 SIDES = (("L", "left"), ("R", "right"))
@@ -66,8 +67,6 @@ def clinical_angles(motion, body=None, convention_name: str = "plug-in-gait") ->
     """Every angle set of ``convention_name`` for an SMPL motion on ``body`` (default: the
     stand-in of the motion's gender), shaped by the motion's betas."""
     if body is None:
-        from rbmcap.body import load_body_model
-
         body = load_body_model("standin", gender=motion.gender)
     segments = segment_rotations(body, motion.poses, motion.betas)
     joints, _ = body.pose_joints(

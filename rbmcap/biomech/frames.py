@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import roma
 import torch
 
 from rbmcap.geometry.kinematics import local_to_global
@@ -105,8 +106,6 @@ def segment_rotations(
 ) -> dict[str, np.ndarray]:
     """World-from-segment rotations ``{name: (T, 3, 3)}`` of a motion's SMPL ``poses``
     (T, 24, 3) axis-angle, on ``body`` shaped by ``betas``."""
-    import roma
-
     local = roma.rotvec_to_rotmat(torch.as_tensor(np.asarray(poses), dtype=torch.float64))
     return anatomical_frames(body, betas).posed(local_to_global(local, SMPL_PARENTS))
 

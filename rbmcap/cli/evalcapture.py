@@ -1,6 +1,10 @@
 """``rbmcap eval-capture MOTION.npz CAPTURE.npz [--reference plug-in-gait] [--body BODY]
 [--no-floor] [--floor-iterations N] [--prior prior.npz] [--json]``: a motion inferred from a
-capture against the joint centres the capture carries (:mod:`rbmcap.evaluation.reference`)."""
+capture against the joint centres the capture carries (:mod:`rbmcap.evaluation.reference`).
+
+``rbmcap eval-capture MOTION.npz CAPTURE.c3d --angles [--convention plug-in-gait|isb]
+[--png cycles.png] [--json]``: its clinical angles and gait events against those the C3D
+carries (:mod:`rbmcap.evaluation.capture_angles`)."""
 
 from __future__ import annotations
 
@@ -37,6 +41,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--prior", default=None, help="floor fit's pose prior .npz (default: the shipped one)"
     )
+    p.add_argument(
+        "--angles",
+        action="store_true",
+        help="compare clinical joint angles and gait events with the C3D's own (CAPTURE: .c3d)",
+    )
+    p.add_argument(
+        "--convention", default="plug-in-gait", help="with --angles: plug-in-gait (default) or isb"
+    )
+    p.add_argument("--png", default=None, help="with --angles: write the gait-cycle curves here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_eval_capture)
 
@@ -47,6 +60,8 @@ def _eval_capture(args: argparse.Namespace) -> int:
     from rbmcap.io.capture import Capture  # (see above)
     from rbmcap.motion.smpl_motion import read_motion  # (see above)
 
+    if args.angles or args.png:
+        return _eval_angles(args)
     if args.floor_iterations is not None and args.floor_iterations < 1:
         raise ConfigError(f"--floor-iterations must be ≥ 1, got {args.floor_iterations}")
     motion = read_motion(args.motion)
@@ -70,6 +85,53 @@ def _eval_capture(args: argparse.Namespace) -> int:
     else:
         print(_table(report))
     return 0
+
+
+def _eval_angles(args: argparse.Namespace) -> int:
+    # start-up: the library loads torch, only when the command runs (not for --help)
+    from rbmcap.evaluation.capture_angles import evaluate_capture_angles  # (see above)
+    from rbmcap.motion.smpl_motion import read_motion  # (see above)
+
+    if not args.angles:
+        raise ConfigError("--png draws the angles' gait cycles: add --angles")
+    if not str(args.capture).lower().endswith(".c3d"):
+        raise ConfigError(f"{args.capture}: --angles reads the angles a C3D carries: pass the .c3d")
+    motion = read_motion(args.motion)
+    body = None
+    if args.body is not None:
+        from rbmcap.body import load_body_model  # start-up: torch, only with --body
+
+        body = load_body_model(args.body, gender=motion.gender)
+    report = evaluate_capture_angles(motion, args.capture, body, args.convention)
+    out = report.to_dict()
+    if args.png:
+        from rbmcap.render.gait_cycles import plot_gait_cycles  # start-up: matplotlib
+
+        title = f"{motion.name} against {args.capture} ({args.convention})"
+        out["png"] = str(
+            plot_gait_cycles(report.ours, report.theirs, report.strikes, args.png, title)
+        )
+    print(json.dumps(out) if args.json else _angles_table(out))
+    return 0
+
+
+def _angles_table(out: dict) -> str:
+    """The angle comparison, knee peaks and events as plain text."""
+    lines = [f"{'angle':<22}{'component':<26}{'RMS':>7}{'-offset':>9}{'offset':>8}{'r':>7}"]
+    for row in out["angles"]:
+        lines.append(
+            f"{row['name']:<22}{row['component']:<26}{row['rms']:>7.1f}"
+            f"{row['rms_without_offset']:>9.1f}{row['offset']:>8.1f}{row['correlation']:>7.3f}"
+        )
+    for side, peaks in out["knee_swing_peaks"].items():
+        cells = ", ".join(f"{a:.1f} vs {b:.1f}" for a, b in peaks) or "no full cycle"
+        lines.append(f"knee peak flexion per cycle, {side} (motion vs capture): {cells}")
+    for e in out["events"]:
+        diff = "not found" if e["difference_ms"] is None else f"{e['difference_ms']:+.0f} ms"
+        lines.append(f"event {e['side']:<5} {e['kind']:<11} {diff}")
+    if out.get("png"):
+        lines.append(f"wrote {out['png']}")
+    return "\n".join(lines)
 
 
 def _mm(x) -> str:

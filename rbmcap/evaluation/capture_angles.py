@@ -1,0 +1,196 @@
+"""A motion's clinical angles against the angles its capture carries (a gait model's outputs).
+
+Per angle set and component: the RMS difference, the RMS after removing the mean difference
+(what is left once a constant offset of the axis definitions is taken out), the correlation over
+the take, and the knee's peak flexion in swing per gait cycle. Frame ``t`` of the motion is
+frame ``t`` of the capture (what ``rbmcap infer`` writes); a motion at another rate is
+interpolated onto the capture's frames.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from rbmcap.biomech.angles import AngleTable, clinical_angles
+from rbmcap.biomech.event_match import match_events
+from rbmcap.biomech.events import detect_gait_events
+from rbmcap.errors import DataError
+from rbmcap.io.c3d_angles import read_c3d_angles
+from rbmcap.io.gait_events import read_c3d_events
+
+COMPARED = (
+    "PelvisAngles",
+    "HipAngles",
+    "KneeAngles",
+    "AnkleAngles",
+    "FootProgressAngles",
+    "ThoraxAngles",
+    "ShoulderAngles",
+    "ElbowAngles",
+)
+"""The angle sets compared, each on both sides, where both the motion and the capture have it."""
+
+
+@dataclass(frozen=True)
+class AngleComparison:
+    """One component of one angle set over the take (degrees; ``frames`` compared)."""
+
+    name: str
+    component: str
+    rms: float
+    rms_without_offset: float
+    offset: float
+    correlation: float
+    frames: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def on_capture_frames(table: AngleTable, fps: float, frames: int) -> dict[str, np.ndarray]:
+    """The table's angles at the capture's ``frames`` frames of rate ``fps`` (NaN outside the
+    motion)."""
+    if abs(table.fps - fps) < 1e-6:
+        out = {}
+        for name, a in table.angles.items():
+            padded = np.full((frames, a.shape[1]), np.nan)
+            padded[: min(frames, len(a))] = a[:frames]
+            out[name] = padded
+        return out
+    times = np.arange(frames) / fps
+    source = np.arange(table.num_frames) / table.fps
+    return {
+        name: np.stack(
+            [np.interp(times, source, col, left=np.nan, right=np.nan) for col in a.T], axis=1
+        )
+        for name, a in table.angles.items()
+    }
+
+
+def compare_angles(
+    table: AngleTable, reference: dict[str, np.ndarray], fps: float
+) -> list[AngleComparison]:
+    """Every component of :data:`COMPARED` on both sides, ours against ``reference``
+    (``{name: (T, 3) degrees}``, NaN where missing, at ``fps``)."""
+    frames = len(next(iter(reference.values())))
+    ours = on_capture_frames(table, fps, frames)
+    rows = []
+    for base in COMPARED:
+        for side in "LR":
+            name = side + base
+            if name not in ours or name not in reference:
+                continue
+            for k, component in enumerate(table.components[name]):
+                rows.append(_compare(name, component, ours[name][:, k], reference[name][:, k]))
+    if not rows:
+        raise DataError("no angle set in common between the motion and the capture")
+    return rows
+
+
+def swing_peaks(knee_flexion: np.ndarray, strikes: list[int]) -> list[tuple[int, int, float]]:
+    """The peak knee flexion of each gait cycle (from one foot strike to the next of the same
+    side, ``strikes`` frames): (first frame, last frame, degrees)."""
+    peaks = []
+    for a, b in itertools.pairwise(strikes):
+        cycle = knee_flexion[a : b + 1]
+        if np.isfinite(cycle).any():
+            peaks.append((a, b, float(np.nanmax(cycle))))
+    return peaks
+
+
+def _compare(name: str, component: str, ours: np.ndarray, theirs: np.ndarray) -> AngleComparison:
+    both = np.isfinite(ours) & np.isfinite(theirs)
+    if not both.any():
+        nan = float("nan")
+        return AngleComparison(name, component, nan, nan, nan, nan, 0)
+    d = (ours[both] - theirs[both] + 180.0) % 360.0 - 180.0
+    offset = float(d.mean())
+    spread = np.std(ours[both]) * np.std(theirs[both])
+    r = float(np.corrcoef(ours[both], theirs[both])[0, 1]) if spread > 1e-12 else float("nan")
+    return AngleComparison(
+        name,
+        component,
+        rms=float(np.sqrt(np.mean(d**2))),
+        rms_without_offset=float(np.sqrt(np.mean((d - offset) ** 2))),
+        offset=offset,
+        correlation=r,
+        frames=int(both.sum()),
+    )
+
+
+@dataclass
+class CaptureAnglesReport:
+    """A motion's angles and gait events against its capture's (what ``eval-capture --angles``
+    prints).
+
+    Attributes:
+        rows: one comparison per angle component.
+        knee_peaks: ``{side letter: [(ours, theirs)]}`` peak knee flexion per gait cycle.
+        events: the capture's events matched to the motion's (empty when it has none).
+        events_from: ``'capture'`` when the cycles are cut at the capture's foot strikes,
+            ``'motion'`` when at the motion's own.
+        ours, theirs: ``{set name: (T, K) degrees}`` on the capture's frames.
+        strikes: the foot-strike frames that cut the cycles, per side letter.
+    """
+
+    rows: list[AngleComparison]
+    knee_peaks: dict[str, list[tuple[float, float]]]
+    events: list
+    events_from: str
+    ours: dict[str, np.ndarray]
+    theirs: dict[str, np.ndarray]
+    strikes: dict[str, list[int]]
+
+    def to_dict(self) -> dict:
+        return {
+            "angles": [r.to_dict() for r in self.rows],
+            "knee_swing_peaks": {s: [list(p) for p in v] for s, v in self.knee_peaks.items()},
+            "events": [
+                {
+                    "side": (m.reference or m.detected).side,
+                    "kind": (m.reference or m.detected).kind,
+                    "reference_s": None if m.reference is None else m.reference.time,
+                    "detected_s": None if m.detected is None else m.detected.time,
+                    "difference_ms": m.difference_ms,
+                }
+                for m in self.events
+            ],
+            "events_from": self.events_from,
+        }
+
+
+def evaluate_capture_angles(
+    motion, c3d_path, body=None, convention_name: str = "plug-in-gait"
+) -> CaptureAnglesReport:
+    """Compare ``motion``'s clinical angles and gait events with those the C3D file carries."""
+    reference = read_c3d_angles(c3d_path)  # first: a C3D without angles fails before any work
+    table = clinical_angles(motion, body, convention_name)
+    rows = compare_angles(table, reference.angles, reference.fps)
+    detected = detect_gait_events(motion, body)
+    theirs = read_c3d_events(c3d_path)
+    source = theirs or [
+        e.__class__(e.side, e.kind, round(e.time * reference.fps), e.time) for e in detected
+    ]
+    strikes = {
+        side[0]: sorted(e.frame for e in source if e.side == side and e.kind == "Foot Strike")
+        for side in ("Left", "Right")
+    }
+    frames = len(next(iter(reference.angles.values())))
+    ours = on_capture_frames(table, reference.fps, frames)
+    peaks = {
+        s: [
+            (p[2], q[2])
+            for p, q in zip(
+                swing_peaks(ours[f"{s}KneeAngles"][:, 0], strikes[s]),
+                swing_peaks(reference.angles[f"{s}KneeAngles"][:, 0], strikes[s]),
+            )
+        ]
+        for s in strikes
+        if f"{s}KneeAngles" in reference.angles
+    }
+    events = match_events(detected, theirs) if theirs else []
+    origin = "capture" if theirs else "motion"
+    return CaptureAnglesReport(rows, peaks, events, origin, ours, reference.angles, strikes)

@@ -21,8 +21,7 @@ smoothed over :data:`DIRECTION_SMOOTH_S` (so curved walks and walks in any direc
 Events need the body to walk: turning on the spot or standing gives no foot offs.
 
 A strike whose heel is still descending in the contact band at the last frame is reported at the
-last frame (the contact happens there or after it: the take ends on it), as labs mark such a
-trial's last event.
+last frame (the contact happens there or after it: the take ends on it).
 
 All positions are metres in the world frame, Z up; frames are 0-based indices into the motion,
 times are ``frame / fps`` seconds from its first frame.

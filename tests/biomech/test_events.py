@@ -11,6 +11,8 @@ from helpers.shared import PIG
 
 from rbmcap.biomech.event_match import match_events
 from rbmcap.biomech.events import GaitEvent, detect_events_from_points, detect_gait_events
+from rbmcap.io.c3d import read_c3d
+from rbmcap.io.gait_events import read_c3d_events
 from rbmcap.motion import SMPLMotion
 from rbmcap.motion.procedural import generate
 
@@ -86,8 +88,6 @@ def test_a_body_standing_still_has_no_events(standin):
 
 
 def vicon_feet(path):
-    from rbmcap.io.c3d import read_c3d
-
     c = read_c3d(path)
     point = {n: c.points[:, i] for i, n in enumerate(c.point_names)}
     heel = np.stack([point["LHEE"], point["RHEE"]], 1)
@@ -106,8 +106,6 @@ def rotate_z(x: np.ndarray, degrees: float) -> np.ndarray:
     not WALK.is_file(), reason="the Plug-in Gait walk (../shared/data/pig) is absent"
 )
 def test_vicon_markers_of_the_real_walk_give_vicons_events_within_20_ms():
-    from rbmcap.io.gait_events import read_c3d_events
-
     reference = read_c3d_events(WALK)
     matches = match_events(detect_events_from_points(*vicon_feet(WALK)), reference)
     found = [m for m in matches if m.reference is not None]

@@ -1,0 +1,78 @@
+"""``rbmcap angles`` and ``rbmcap eval-capture --angles`` as a user runs them."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rbmcap.motion.procedural import generate
+
+PIG = Path(__file__).resolve().parents[3] / "shared" / "data" / "pig"
+
+
+def _rbmcap(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "rbmcap", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+    )
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory):
+    path = tmp_path_factory.mktemp("walk") / "walk.npz"
+    generate("walk", seed=3, fps=60.0).save(path)
+    return path
+
+
+def test_angles_writes_one_row_per_frame_and_the_events_beside(walk, tmp_path):
+    out = tmp_path / "angles.csv"
+    done = _rbmcap("angles", walk, "--out", out, "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == summary["frames"] > 100
+    knee = np.array([float(r["LKneeAngles.flexion"]) for r in rows])
+    assert 30 < knee.max() - knee.min() < 90  # a walk bends the knee
+    assert summary["foot_strikes"] >= 2
+    assert (tmp_path / "angles.events.csv").read_text().startswith("side,kind,frame,time_s")
+
+
+def test_a_bad_convention_is_one_line_and_writes_nothing(walk, tmp_path):
+    done = _rbmcap("angles", walk, "--out", tmp_path / "a.csv", "--convention", "vicon")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "plug-in-gait, isb" in done.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_motion_without_a_body_is_one_line(tmp_path):
+    bare = tmp_path / "bare.npz"
+    np.savez(bare, poses=np.zeros((3, 72)), trans=np.zeros((3, 3)), mocap_framerate=60.0)
+    done = _rbmcap("angles", bare, "--out", tmp_path / "a.csv")
+    assert done.returncode != 0 and "missing betas" in done.stderr
+    assert done.stderr.strip().count("\n") == 0
+    assert not (tmp_path / "a.csv").exists()
+
+
+@pytest.mark.skipif(not PIG.is_dir(), reason="shared/data/pig is absent")
+def test_eval_capture_angles_compares_a_walk_with_vicons_angles_and_draws_its_cycles(
+    walk, tmp_path
+):
+    # the procedural walk is not the capture's: the figures are poor, the report complete
+    png = tmp_path / "cycles.png"
+    c3d = PIG / "PiG_Motion-FlatFoot-One.c3d"
+    done = _rbmcap("eval-capture", walk, c3d, "--angles", "--png", png, "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    names = {r["name"] for r in report["angles"]}
+    assert {"LHipAngles", "RKneeAngles", "LAnkleAngles", "LPelvisAngles"} <= names
+    assert report["events_from"] == "capture" and len(report["events"]) >= 8
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

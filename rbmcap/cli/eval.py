@@ -59,6 +59,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-vertices", dest="vertices", action="store_false", help="skip V2V (a mesh per frame)"
     )
+    p.add_argument(
+        "--angles",
+        action="store_true",
+        help="also compare every answer's clinical joint angles (Plug-in Gait) with the truth's: "
+        "RMS per angle set and plane",
+    )
     _network_arguments(p, d)
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--json", action="store_true", help="print the metrics object")

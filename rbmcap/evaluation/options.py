@@ -67,6 +67,8 @@ class EvalOptions:
             as a live stream would run it, :mod:`rbmcap.inference.narrow`).
         device: torch device of the network and the solvers.
         vertices: compute V2V (a full mesh forward per frame).
+        angles: also compare every answer's clinical joint angles (Plug-in Gait) with the
+            truth's (:mod:`rbmcap.evaluation.angles`).
         body: body model path (None: the data's stand-in).
     """
 
@@ -94,6 +96,7 @@ class EvalOptions:
     precision: str = "float32"
     device: str = "cpu"
     vertices: bool = True
+    angles: bool = False
     body: str | None = None
 
     def __post_init__(self) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from rbmcap.evaluation.angles import angles_markdown
 from rbmcap.evaluation.methods import CONVERGED_ATOL_MM, CONVERGED_RTOL, ORACLE_PREFIX
 from rbmcap.evaluation.occlusion_report import (
     occlusion_claims,
@@ -281,6 +282,8 @@ def _markdown(metrics, methods, averages, plots) -> str:
     if metrics.get("claims"):
         lines += ["", "**The method's claims on this data:**", ""]
         lines += [f"- {claim_line(c, bold=True)}" for c in metrics["claims"]]
+    angles = {k: m.angles for k, m in methods.items() if m.angles is not None}
+    lines += angles_markdown(angles, {k: m.label for k, m in methods.items()})
     for m in methods.values():
         if not m.convergence:
             continue

@@ -11,6 +11,7 @@ import torch
 
 from rbmcap.baseline import ConvergenceRecord
 from rbmcap.body.params import SMPLParams
+from rbmcap.evaluation.angles import AngleErrors, motion_angles
 from rbmcap.evaluation.sequences import Sequence
 from rbmcap.metrics import evaluate_sequence
 from rbmcap.skeleton import SMPL_JOINT_NAMES
@@ -34,6 +35,7 @@ class MethodResult:
     converged_ms_per_frame: float | None = None
     iterations: int | None = None
     answers: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # sequence → params
+    angles: AngleErrors | None = None  # clinical angles against the truth's, when scored
 
     @property
     def ms_per_frame(self) -> float:
@@ -74,11 +76,14 @@ class Scorer:
         body: the body both answer and truth are posed with.
         fps: frame rate (Hz) of the data.
         vertices: compute V2V (a full mesh forward per frame).
+        angles: compare the answer's clinical joint angles with the truth's
+            (:mod:`rbmcap.evaluation.angles`).
     """
 
     body: BodyModel
     fps: float
     vertices: bool = True
+    angles: bool = False
 
     def record(self, result: MethodResult, seq: Sequence, params: SMPLParams, seconds: float):
         """Add ``params`` (the answer for ``seq``, found in ``seconds``) to ``result``."""
@@ -91,6 +96,8 @@ class Scorer:
         result.per_joint_mm = err if result.per_joint_mm is None else result.per_joint_mm + err
         result.per_frame.append(m.per_frame)
         result.answers[seq.name] = {k: np.asarray(v) for k, v in params.numpy().items()}
+        if self.angles:
+            self.record_angles(result, seq, result.answers[seq.name])
         result.sequences.append(
             {
                 "sequence": seq.name,
@@ -101,6 +108,14 @@ class Scorer:
         )
         result.seconds += seconds
         result.frames += seq.frames
+
+    def record_angles(self, result: MethodResult, seq: Sequence, answer: dict) -> None:
+        """Add the clinical angles of ``answer`` (``poses``/``betas``/``trans`` arrays) against
+        those of ``seq``'s truth to ``result.angles``."""
+        if result.angles is None:
+            result.angles = AngleErrors()
+        truth = motion_angles(self.body, seq.truth, self.fps)
+        result.angles.add(motion_angles(self.body, answer, self.fps), truth, seq.name)
 
 
 def methods_json(methods: dict[str, MethodResult]) -> dict[str, dict]:
@@ -118,6 +133,7 @@ def methods_json(methods: dict[str, MethodResult]) -> dict[str, dict]:
             "time_ratio_to_network": averages[k]["ms_per_frame"] / net_ms if net_ms else None,
             "metrics": averages[k],
             "per_joint_mm": None if m.per_joint_mm is None else m.per_joint_mm.tolist(),
+            "angles": None if m.angles is None else m.angles.to_dict(),
             "convergence": m.convergence,
         }
         for k, m in methods.items()

@@ -139,7 +139,7 @@ class EvalSetup:
 
     @property
     def scorer(self) -> Scorer:
-        return Scorer(self.body, self.fps, self.opts.vertices)
+        return Scorer(self.body, self.fps, self.opts.vertices, self.opts.angles)
 
     @cached_property
     def prior(self):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,37 +29,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _angles(args: argparse.Namespace) -> int:
     # start-up: the library loads torch, only when the command runs (not for --help)
-    from rbmcap.biomech.angles import clinical_angles  # (see above)
-    from rbmcap.biomech.events import detect_gait_events  # (see above)
-    from rbmcap.body import load_body_model  # (see above)
-    from rbmcap.io.gait_events import write_events_csv  # (see above)
-    from rbmcap.motion.smpl_motion import read_motion  # (see above)
+    from rbmcap.io.angles_csv import write_angles_and_events
 
-    motion = read_motion(args.motion)
-    body = load_body_model(args.body or "standin", gender=motion.gender)
-    table = clinical_angles(motion, body, args.convention)
-    events = detect_gait_events(motion, body)
-    out = Path(args.out)
-    events_path = out.with_name(out.stem + ".events.csv")
-    table.to_csv(out)
-    write_events_csv(events_path, events)
-    summary = {
-        "angles": str(out),
-        "events": str(events_path),
-        "frames": table.num_frames,
-        "fps": table.fps,
-        "convention": table.convention,
-        "progression": [round(float(v), 4) for v in table.progression],
-        "sets": list(table.angles),
-        "foot_strikes": sum(e.kind == "Foot Strike" for e in events),
-        "foot_offs": sum(e.kind == "Foot Off" for e in events),
-    }
+    summary = write_angles_and_events(args.motion, args.out, args.convention, args.body)
     if args.json:
         print(json.dumps(summary))
     else:
         print(
-            f"{motion.name}: {table.num_frames} frames, {len(table.angles)} angle sets "
-            f"({table.convention}) -> {out}; {summary['foot_strikes']} foot strikes, "
-            f"{summary['foot_offs']} foot offs -> {events_path}"
+            f"{summary['name']}: {summary['frames']} frames, {len(summary['sets'])} angle sets "
+            f"({summary['convention']}) -> {summary['angles']}; {summary['foot_strikes']} foot "
+            f"strikes, {summary['foot_offs']} foot offs -> {summary['events']}"
         )
     return 0

@@ -60,17 +60,17 @@ def _eval_capture(args: argparse.Namespace) -> int:
     from rbmcap.io.capture import Capture  # (see above)
     from rbmcap.motion.smpl_motion import read_motion  # (see above)
 
-    if args.angles or args.png:
-        return _eval_angles(args)
     if args.floor_iterations is not None and args.floor_iterations < 1:
         raise ConfigError(f"--floor-iterations must be ≥ 1, got {args.floor_iterations}")
     motion = read_motion(args.motion)
-    capture = Capture.load(args.capture)
     body = None
     if args.body is not None:
         from rbmcap.body import load_body_model  # start-up: torch, only with --body
 
         body = load_body_model(args.body, gender=motion.gender)
+    if args.angles or args.png:
+        return _eval_angles(args, motion, body)
+    capture = Capture.load(args.capture)
     report = evaluate_against_reference(
         motion,
         capture,
@@ -87,30 +87,16 @@ def _eval_capture(args: argparse.Namespace) -> int:
     return 0
 
 
-def _eval_angles(args: argparse.Namespace) -> int:
+def _eval_angles(args: argparse.Namespace, motion, body) -> int:
     # start-up: the library loads torch, only when the command runs (not for --help)
-    from rbmcap.evaluation.capture_angles import evaluate_capture_angles  # (see above)
-    from rbmcap.motion.smpl_motion import read_motion  # (see above)
+    from rbmcap.evaluation.capture_angles import evaluate_capture_angles
 
     if not args.angles:
         raise ConfigError("--png draws the angles' gait cycles: add --angles")
     if not str(args.capture).lower().endswith(".c3d"):
         raise ConfigError(f"{args.capture}: --angles reads the angles a C3D carries: pass the .c3d")
-    motion = read_motion(args.motion)
-    body = None
-    if args.body is not None:
-        from rbmcap.body import load_body_model  # start-up: torch, only with --body
-
-        body = load_body_model(args.body, gender=motion.gender)
-    report = evaluate_capture_angles(motion, args.capture, body, args.convention)
+    report = evaluate_capture_angles(motion, args.capture, body, args.convention, args.png)
     out = report.to_dict()
-    if args.png:
-        from rbmcap.render.gait_cycles import plot_gait_cycles  # start-up: matplotlib
-
-        title = f"{motion.name} against {args.capture} ({args.convention})"
-        out["png"] = str(
-            plot_gait_cycles(report.ours, report.theirs, report.strikes, args.png, title)
-        )
     print(json.dumps(out) if args.json else _angles_table(out))
     return 0
 

@@ -34,12 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _export_opensim(args: argparse.Namespace) -> int:
     # start-up: the library loads torch, only when the command runs (not for --help)
-    from rbmcap.body import load_body_model  # (see above)
-    from rbmcap.io.opensim_export import export_opensim  # (see above)
-    from rbmcap.motion.smpl_motion import read_motion  # (see above)
+    from rbmcap.io.opensim_export import export_opensim_file
 
-    motion = read_motion(args.motion)
-    body = load_body_model(args.body or "standin", gender=motion.gender)
-    written = export_opensim(motion, body, args.out, model=args.model, marker_map=args.map)
+    written = export_opensim_file(args.motion, args.out, args.model, args.map, args.body)
     print_mapping({k: str(v) for k, v in written.items()}, args.json)
     return 0

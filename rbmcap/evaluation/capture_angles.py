@@ -18,6 +18,7 @@ from rbmcap.biomech.angles import AngleTable, clinical_angles
 from rbmcap.biomech.event_match import match_events
 from rbmcap.biomech.events import detect_gait_events
 from rbmcap.errors import DataError
+from rbmcap.evaluation.gait_cycles import plot_gait_cycles
 from rbmcap.io.c3d_angles import read_c3d_angles
 from rbmcap.io.gait_events import read_c3d_events
 
@@ -134,6 +135,7 @@ class CaptureAnglesReport:
             ``'motion'`` when at the motion's own.
         ours, theirs: ``{set name: (T, K) degrees}`` on the capture's frames.
         strikes: the foot-strike frames that cut the cycles, per side letter.
+        png: the gait-cycle picture, when one was written.
     """
 
     rows: list[AngleComparison]
@@ -143,6 +145,7 @@ class CaptureAnglesReport:
     ours: dict[str, np.ndarray]
     theirs: dict[str, np.ndarray]
     strikes: dict[str, list[int]]
+    png: str | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -159,13 +162,15 @@ class CaptureAnglesReport:
                 for m in self.events
             ],
             "events_from": self.events_from,
+            "png": self.png,
         }
 
 
 def evaluate_capture_angles(
-    motion, c3d_path, body=None, convention_name: str = "plug-in-gait"
+    motion, c3d_path, body=None, convention_name: str = "plug-in-gait", png=None
 ) -> CaptureAnglesReport:
-    """Compare ``motion``'s clinical angles and gait events with those the C3D file carries."""
+    """Compare ``motion``'s clinical angles and gait events with those the C3D file carries;
+    draw the gait cycles to ``png`` when given."""
     reference = read_c3d_angles(c3d_path)  # first: a C3D without angles fails before any work
     table = clinical_angles(motion, body, convention_name)
     rows = compare_angles(table, reference.angles, reference.fps)
@@ -193,4 +198,10 @@ def evaluate_capture_angles(
     }
     events = match_events(detected, theirs) if theirs else []
     origin = "capture" if theirs else "motion"
-    return CaptureAnglesReport(rows, peaks, events, origin, ours, reference.angles, strikes)
+    written = None
+    if png is not None:
+        title = f"{motion.name} against {reference.path.name} ({convention_name})"
+        written = str(plot_gait_cycles(ours, reference.angles, strikes, png, title))
+    return CaptureAnglesReport(
+        rows, peaks, events, origin, ours, reference.angles, strikes, written
+    )

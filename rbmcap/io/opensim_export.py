@@ -23,10 +23,12 @@ import numpy as np
 import roma
 import torch
 
+from rbmcap.body import load_body_model
 from rbmcap.errors import DataError
 from rbmcap.io.opensim import Z_UP_TO_Y_UP, write_mot, write_trc, zup_to_yup
 from rbmcap.io.opensim_map import OpenSimMarkerMap, load_marker_map
 from rbmcap.markers.markerset import load_marker_set
+from rbmcap.motion.smpl_motion import read_motion
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 FILES = {"markers": "markers.trc", "coordinates": "coordinates.mot", "ik": "ik.mot"}
@@ -116,3 +118,13 @@ def _inverse_kinematics(model, markers: Path, out: Path, marker_map) -> dict[str
         "marker_rms_mm": round(1000 * result.marker_rms_m, 1),
         "marker_max_mm": round(1000 * result.marker_max_m, 1),
     }
+
+
+def export_opensim_file(
+    motion_path, out, model=None, marker_map: str = "gait2392", body: str | None = None
+) -> dict[str, object]:
+    """:func:`export_opensim` of the motion file ``motion_path`` on ``body`` (a path; default:
+    the stand-in of the motion's gender)."""
+    motion = read_motion(motion_path)
+    model_ = load_body_model(body or "standin", gender=motion.gender)
+    return export_opensim(motion, model_, out, model=model, marker_map=marker_map)

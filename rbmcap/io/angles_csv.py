@@ -1,0 +1,42 @@
+"""A motion's clinical angles and gait events written as CSV files (``rbmcap angles``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rbmcap.biomech.angles import clinical_angles
+from rbmcap.biomech.events import detect_gait_events
+from rbmcap.body import load_body_model
+from rbmcap.io.gait_events import write_events_csv
+from rbmcap.motion.smpl_motion import read_motion
+
+
+def write_angles_and_events(
+    motion_path: str | Path,
+    out: str | Path,
+    convention_name: str = "plug-in-gait",
+    body: str | None = None,
+) -> dict:
+    """Read a motion, write its angles to ``out`` and its events to ``out``'s stem +
+    ``.events.csv``; return a summary (paths, frames, sets, event counts). Nothing is written
+    when the motion, the body or the convention is bad."""
+    motion = read_motion(motion_path)
+    model = load_body_model(body or "standin", gender=motion.gender)
+    table = clinical_angles(motion, model, convention_name)
+    events = detect_gait_events(motion, model)
+    out = Path(out)
+    events_path = out.with_name(out.stem + ".events.csv")
+    table.to_csv(out)
+    write_events_csv(events_path, events)
+    return {
+        "name": motion.name,
+        "angles": str(out),
+        "events": str(events_path),
+        "frames": table.num_frames,
+        "fps": table.fps,
+        "convention": table.convention,
+        "progression": [round(float(v), 4) for v in table.progression],
+        "sets": list(table.angles),
+        "foot_strikes": sum(e.kind == "Foot Strike" for e in events),
+        "foot_offs": sum(e.kind == "Foot Off" for e in events),
+    }

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rbmcap.biomech.angles import AngleTable, clinical_angles
+from rbmcap.biomech.angles import AngleTable, clinical_angles, joint_angles
+from rbmcap.biomech.frames import segment_rotations
+from rbmcap.evaluation.saved import TRUTH, load_sequences
 from rbmcap.motion.smpl_motion import SMPLMotion
 
 CONVENTION = "plug-in-gait"
@@ -106,16 +108,39 @@ def angle_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (np.asarray(a) - np.asarray(b) + 180.0) % 360.0 - 180.0
 
 
-def motion_angles(body, params: Mapping[str, np.ndarray], fps: float) -> AngleTable:
+def motion_angles(
+    body, params: Mapping[str, np.ndarray], fps: float, progression: np.ndarray | None = None
+) -> AngleTable:
     """The :data:`CONVENTION` angles of SMPL ``params`` (``poses`` (T, 24, 3) axis-angle,
-    ``trans`` (T, 3) m, ``betas`` (B,)) posed on ``body`` at ``fps`` Hz."""
+    ``trans`` (T, 3) m, ``betas`` (B,)) posed on ``body`` at ``fps`` Hz, measured from the
+    motion's own direction of progression or from ``progression`` (3,) where given."""
     motion = SMPLMotion(
         poses=np.asarray(params["poses"]),
         trans=np.asarray(params["trans"]),
         betas=np.asarray(params["betas"]),
         fps=fps,
     )
-    return clinical_angles(motion, body, CONVENTION)
+    if progression is None:
+        return clinical_angles(motion, body, CONVENTION)
+    table = joint_angles(
+        segment_rotations(body, motion.poses, motion.betas), CONVENTION, progression
+    )
+    table.fps = motion.fps
+    return table
+
+
+def saved_angle_errors(folder, body, shared_progression: bool = False) -> dict[str, AngleErrors]:
+    """Each method's :class:`AngleErrors` over a saved evaluation (``folder``: its output or its
+    ``sequences/``, :mod:`rbmcap.evaluation.saved`), posed on ``body``. ``shared_progression``:
+    the answers measured from the truth's direction of progression, not their own."""
+    errors: dict[str, AngleErrors] = {}
+    for seq in load_sequences(folder):
+        truth = motion_angles(body, seq.params[TRUTH], seq.fps)
+        along = truth.progression if shared_progression else None
+        for key in (k for k in seq.methods if k != TRUTH):
+            answer = motion_angles(body, seq.params[key], seq.fps, along)
+            errors.setdefault(key, AngleErrors()).add(answer, truth, seq.name)
+    return errors
 
 
 def angles_markdown(errors: Mapping[str, AngleErrors], labels: Mapping[str, str]) -> list[str]:

@@ -13,7 +13,12 @@ import torch
 
 from rbmcap.body import load_body_model
 from rbmcap.cli.main import main
-from rbmcap.evaluation.angles import AngleErrors, angle_difference, motion_angles
+from rbmcap.evaluation.angles import (
+    AngleErrors,
+    angle_difference,
+    motion_angles,
+    saved_angle_errors,
+)
 from rbmcap.evaluation.results import MethodResult, Scorer
 from rbmcap.evaluation.sequences import Sequence
 from rbmcap.skeleton import SMPL_JOINT_NAMES
@@ -81,6 +86,20 @@ def test_every_frame_of_every_sequence_counts_once(body):
     assert rms["LKneeAngles"]["flexion"] == pytest.approx(10.0, abs=0.3)
 
 
+def test_a_path_past_the_diagonal_turns_the_progression_unless_the_truths_is_shared(body):
+    truth = _walk(12)
+    answer = {**truth, "trans": truth["trans"][:, [1, 0, 2]] + [0.9, 0, 0]}  # 1 m along +Y
+    answer["trans"][:, 0] = np.linspace(0, 0.9, 12)  # and 0.9 m along +X: snaps to +Y
+    own = _errors(body, [(answer, truth)])
+    assert own.rms()["LPelvisAngles"]["rotation (side forward)"] == pytest.approx(90.0, abs=0.5)
+    shared = AngleErrors()
+    at = motion_angles(body, truth, 60.0)
+    shared.add(motion_angles(body, answer, 60.0, progression=at.progression), at)
+    for name, comps in shared.rms().items():
+        np.testing.assert_allclose(list(comps.values()), 0.0, atol=1e-6, err_msg=name)
+    assert own.progression_differs == [""] and shared.progression_differs == []
+
+
 def test_differences_are_wrapped_to_half_a_turn():
     np.testing.assert_allclose(angle_difference([179.0, -170.0], [-179.0, 170.0]), [-2.0, 20.0])
 
@@ -104,3 +123,7 @@ def test_eval_with_angles_reports_them_per_method(checkpoint, tiny_dataset, tmp_
     assert set(angles["rms_deg"]["LKneeAngles"]) == {"flexion", "adduction", "internal rotation"}
     assert all(v >= 0 for v in angles["rms_deg"]["RHipAngles"].values())
     assert "Clinical angles against the truth" in (out / "report.md").read_text()
+    # the saved answers give the same figures again
+    again = saved_angle_errors(out, load_body_model("standin", gender="neutral"))["network"]
+    for name, comps in angles["rms_deg"].items():
+        np.testing.assert_allclose(list(again.rms()[name].values()), list(comps.values()), 1e-6)

@@ -63,21 +63,29 @@ class AngleTable:
         return write_text_atomic(Path(path), "\n".join(rows) + "\n")
 
 
-def clinical_angles(motion, body=None, convention_name: str = "plug-in-gait") -> AngleTable:
+def clinical_angles(
+    motion,
+    body=None,
+    convention_name: str = "plug-in-gait",
+    progression: np.ndarray | None = None,
+) -> AngleTable:
     """Every angle set of ``convention_name`` for an SMPL motion on ``body`` (default: the
-    stand-in of the motion's gender), shaped by the motion's betas."""
+    stand-in of the motion's gender), shaped by the motion's betas, measured from the (3,)
+    direction of ``progression`` (default: found from the motion, :func:`progression_direction`;
+    give another motion's to measure two motions of one walk in one lab frame)."""
     if body is None:
         body = load_body_model("standin", gender=motion.gender)
     segments = segment_rotations(body, motion.poses, motion.betas)
-    joints, _ = body.pose_joints(
-        torch.as_tensor(motion.poses, dtype=torch.float32),
-        betas=torch.as_tensor(np.asarray(motion.betas), dtype=torch.float32),
-        trans=torch.as_tensor(motion.trans, dtype=torch.float32),
-    )
-    pelvis = joints[:, 0].double().numpy()
-    snap = convention_name == "plug-in-gait"
-    direction = progression_direction(pelvis, segments["pelvis"], snap_to_axes=snap)
-    table = joint_angles(segments, convention_name, direction)
+    if progression is None:
+        joints, _ = body.pose_joints(
+            torch.as_tensor(motion.poses, dtype=torch.float32),
+            betas=torch.as_tensor(np.asarray(motion.betas), dtype=torch.float32),
+            trans=torch.as_tensor(motion.trans, dtype=torch.float32),
+        )
+        pelvis = joints[:, 0].double().numpy()
+        snap = convention_name == "plug-in-gait"
+        progression = progression_direction(pelvis, segments["pelvis"], snap_to_axes=snap)
+    table = joint_angles(segments, convention_name, progression)
     table.fps = float(motion.fps)
     return table
 

@@ -5,9 +5,12 @@ and betas) on the evaluation's body, and both go through the same
 :func:`rbmcap.biomech.angles.clinical_angles` (Plug-in Gait). Per angle set (``LHipAngles``, ...)
 and component (flexion, adduction, ...), the difference answer − truth is wrapped to
 [−180°, 180°), squared and summed over every frame of every sequence; the RMS is
-``sqrt(sum / frames)`` in degrees. Each motion finds its own direction of progression, as a user
-of either would; the sequences where the two directions differ are listed, since the angles
-measured from it (pelvis, foot progression, thorax) then differ by the turn between them.
+``sqrt(sum / frames)`` in degrees. Both are measured in the truth's lab frame (its direction of
+progression): Plug-in Gait snaps that direction to the nearest lab axis, and on a walk near a
+diagonal an answer's own could snap to the other axis and turn every angle measured from it
+(pelvis, foot progression, thorax) by 90°. Where each is measured from its own
+(:func:`saved_angle_errors` with ``shared_progression=False``), the sequences whose two directions
+differ are listed.
 
 A set's components are its planes in order: sagittal, frontal, transverse (elbow: sagittal only).
 """
@@ -19,8 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rbmcap.biomech.angles import AngleTable, clinical_angles, joint_angles
-from rbmcap.biomech.frames import segment_rotations
+from rbmcap.biomech.angles import AngleTable, clinical_angles
 from rbmcap.evaluation.saved import TRUTH, load_sequences
 from rbmcap.motion.smpl_motion import SMPLMotion
 
@@ -120,19 +122,13 @@ def motion_angles(
         betas=np.asarray(params["betas"]),
         fps=fps,
     )
-    if progression is None:
-        return clinical_angles(motion, body, CONVENTION)
-    table = joint_angles(
-        segment_rotations(body, motion.poses, motion.betas), CONVENTION, progression
-    )
-    table.fps = motion.fps
-    return table
+    return clinical_angles(motion, body, CONVENTION, progression)
 
 
-def saved_angle_errors(folder, body, shared_progression: bool = False) -> dict[str, AngleErrors]:
+def saved_angle_errors(folder, body, shared_progression: bool = True) -> dict[str, AngleErrors]:
     """Each method's :class:`AngleErrors` over a saved evaluation (``folder``: its output or its
-    ``sequences/``, :mod:`rbmcap.evaluation.saved`), posed on ``body``. ``shared_progression``:
-    the answers measured from the truth's direction of progression, not their own."""
+    ``sequences/``, :mod:`rbmcap.evaluation.saved`), posed on ``body``. ``shared_progression``
+    (default): the answers measured from the truth's direction of progression, else their own."""
     errors: dict[str, AngleErrors] = {}
     for seq in load_sequences(folder):
         truth = motion_angles(body, seq.params[TRUTH], seq.fps)

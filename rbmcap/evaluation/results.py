@@ -115,7 +115,8 @@ class Scorer:
         if result.angles is None:
             result.angles = AngleErrors()
         truth = motion_angles(self.body, seq.truth, self.fps)
-        result.angles.add(motion_angles(self.body, answer, self.fps), truth, seq.name)
+        answer_angles = motion_angles(self.body, answer, self.fps, truth.progression)
+        result.angles.add(answer_angles, truth, seq.name)
 
 
 def methods_json(methods: dict[str, MethodResult]) -> dict[str, dict]:

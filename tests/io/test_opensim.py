@@ -19,6 +19,14 @@ def positions():
     return rng.normal(0.0, 1.0, (7, 3, 3))
 
 
+def _opensim():
+    """OpenSim's API as rbmcap loads it (no opensim.log in the working folder), or a skip."""
+    pytest.importorskip("opensim")
+    from rbmcap.io.opensim_api import load_opensim
+
+    return load_opensim()
+
+
 def test_heights_become_opensims_y_and_handedness_is_kept():
     up, forward, left = zup_to_yup(np.eye(3))
     assert np.allclose(zup_to_yup([0.0, 0.0, 1.7]), [0.0, 1.7, 0.0])
@@ -27,7 +35,7 @@ def test_heights_become_opensims_y_and_handedness_is_kept():
 
 @pytest.mark.parametrize("units, scale", [("mm", 1000.0), ("m", 1.0)])
 def test_opensim_reads_the_trc_with_its_units_rate_and_names(tmp_path, positions, units, scale):
-    opensim = pytest.importorskip("opensim")
+    opensim = _opensim()
     path = write_trc(tmp_path / "m.trc", NAMES, positions, 120.0, units=units)
     table = opensim.TimeSeriesTableVec3(str(path))
     assert list(table.getColumnLabels()) == NAMES
@@ -44,7 +52,7 @@ def test_opensim_reads_the_trc_with_its_units_rate_and_names(tmp_path, positions
 
 
 def test_opensim_reads_the_mot_in_degrees_with_its_columns(tmp_path):
-    opensim = pytest.importorskip("opensim")
+    opensim = _opensim()
     values = np.column_stack([np.linspace(0, 90, 5), np.linspace(0.1, 0.5, 5)])
     path = write_mot(tmp_path / "c.mot", ["knee_angle_r", "pelvis_tx"], values, 50.0)
     storage = opensim.Storage(str(path))

@@ -54,6 +54,8 @@ EXECUTED = {
         "outputs/vicon_walkthrough/motion.bvh",
         "outputs/vicon_walkthrough/motion.glb",
         "outputs/vicon_walkthrough/walkthrough.png",
+        "outputs/vicon_walkthrough/angles.csv",
+        *(("outputs/vicon_walkthrough/angles_cycles.png",) if PIG.is_dir() else ()),
     ),
 }
 

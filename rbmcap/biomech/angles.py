@@ -18,7 +18,7 @@ import torch
 
 from rbmcap.atomic import write_text_atomic
 from rbmcap.biomech.conventions import AngleSet, convention
-from rbmcap.biomech.frames import segment_rotations
+from rbmcap.biomech.frames import Landmarks, segment_rotations
 from rbmcap.body import load_body_model
 from rbmcap.errors import DataError
 
@@ -68,14 +68,17 @@ def clinical_angles(
     body=None,
     convention_name: str = "plug-in-gait",
     progression: np.ndarray | None = None,
+    landmarks: Landmarks | None = None,
 ) -> AngleTable:
     """Every angle set of ``convention_name`` for an SMPL motion on ``body`` (default: the
     stand-in of the motion's gender), shaped by the motion's betas, measured from the (3,)
     direction of ``progression`` (default: found from the motion, :func:`progression_direction`;
-    give another motion's to measure two motions of one walk in one lab frame)."""
+    give another motion's to measure two motions of one walk in one lab frame). ``landmarks``:
+    the subject's own from a static trial (:mod:`rbmcap.biomech.landmarks`) instead of the
+    body's."""
     if body is None:
         body = load_body_model("standin", gender=motion.gender)
-    segments = segment_rotations(body, motion.poses, motion.betas)
+    segments = segment_rotations(body, motion.poses, motion.betas, landmarks)
     if progression is None:
         joints, _ = body.pose_joints(
             torch.as_tensor(motion.poses, dtype=torch.float32),

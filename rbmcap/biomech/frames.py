@@ -62,6 +62,21 @@ _UP, _LEFT, _FORWARD = np.eye(3)[1], np.eye(3)[0], np.eye(3)[2]  # SMPL's canoni
 
 
 @dataclass(frozen=True)
+class Landmarks:
+    """Landmarks per anatomical segment, in that segment's bone's rest coordinates (a subject's,
+    from a static trial: :func:`rbmcap.biomech.landmarks.landmarks_from_static`).
+
+    Attributes:
+        points: ``{segment: {landmark: (3,) metres}}``; landmarks are marker names of the
+            ``plug-in-gait`` set, SMPL joint names (joint centres) and ``up`` (a unit vector).
+        source: where they were measured, for messages and reports.
+    """
+
+    points: dict[str, dict[str, np.ndarray]]
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class AnatomicalFrames:
     """Rest-pose anatomical frames of one shaped body.
 
@@ -82,32 +97,54 @@ class AnatomicalFrames:
         return {n: g[:, b] @ self.rest[i] for i, (n, b) in enumerate(zip(self.names, self.bones))}
 
 
-def anatomical_frames(body, betas: np.ndarray | torch.Tensor | None = None) -> AnatomicalFrames:
-    """The rest-pose anatomical frames of ``body`` shaped by ``betas`` (B,)."""
+def anatomical_frames(
+    body, betas: np.ndarray | torch.Tensor | None = None, landmarks: Landmarks | None = None
+) -> AnatomicalFrames:
+    """The rest-pose anatomical frames of ``body`` shaped by ``betas`` (B,): from its joint
+    centres and mesh markers, or, for each segment ``landmarks`` has points on, from those
+    (a subject's static trial carried by the segment's bone, :mod:`rbmcap.biomech.landmarks`),
+    the body's own standing in for the points the static lacks."""
     zero = torch.zeros(1, 24, 3, dtype=torch.float32)
     shape = None if betas is None else torch.as_tensor(np.asarray(betas), dtype=torch.float32)[None]
     rest = body(zero, betas=shape)
     joints = rest.joints[0].double().numpy()
-    ids = load_marker_set(LANDMARKS).resolve(body)
-    names = load_marker_set(LANDMARKS).names
-    verts = rest.vertices[0].double().numpy()[ids]
-    marks = dict(zip(names, verts, strict=True))
-    j = {n: joints[i] for i, n in enumerate(SMPL_JOINT_NAMES)}
-    built = _pelvis(marks) | _thorax(marks)
+    marker_set = load_marker_set(LANDMARKS)
+    verts = rest.vertices[0].double().numpy()[marker_set.resolve(body)]
+    own = dict(zip(marker_set.names, verts, strict=True))
+    own |= {n: joints[i] for i, n in enumerate(SMPL_JOINT_NAMES)}
+    names = tuple(SEGMENTS)
+    built = _all_segments(own, measured=set())
+    frames = []
+    for name in names:
+        measured = {} if landmarks is None else landmarks.points.get(name, {})
+        frames.append(
+            _all_segments(own | measured, set(measured))[name] if measured else built[name]
+        )
+    bones = tuple(SMPL_JOINT_NAMES.index(SEGMENTS[n]) for n in names)
+    return AnatomicalFrames(names, bones, np.stack(frames))
+
+
+def _all_segments(p: dict[str, np.ndarray], measured: set[str]) -> dict[str, np.ndarray]:
+    """Every segment's frame from the points ``p`` (marker and SMPL joint names, rest
+    coordinates); ``measured``: the names of ``p`` that are a subject's."""
+    built = _pelvis(p) | _thorax(p)
     for side, sign in (("left", 1.0), ("right", -1.0)):
-        built |= _leg(side, j, marks) | _arm(side, sign, j)
-    names_ = tuple(SEGMENTS)
-    bones = tuple(SMPL_JOINT_NAMES.index(SEGMENTS[n]) for n in names_)
-    return AnatomicalFrames(names_, bones, np.stack([built[n] for n in names_]))
+        built |= _leg(side, sign, p, measured) | _arm(side, sign, p)
+    return built
 
 
 def segment_rotations(
-    body, poses: np.ndarray | torch.Tensor, betas: np.ndarray | None = None
+    body,
+    poses: np.ndarray | torch.Tensor,
+    betas: np.ndarray | None = None,
+    landmarks: Landmarks | None = None,
 ) -> dict[str, np.ndarray]:
     """World-from-segment rotations ``{name: (T, 3, 3)}`` of a motion's SMPL ``poses``
-    (T, 24, 3) axis-angle, on ``body`` shaped by ``betas``."""
+    (T, 24, 3) axis-angle, on ``body`` shaped by ``betas`` (frames as
+    :func:`anatomical_frames` builds them)."""
     local = roma.rotvec_to_rotmat(torch.as_tensor(np.asarray(poses), dtype=torch.float64))
-    return anatomical_frames(body, betas).posed(local_to_global(local, SMPL_PARENTS))
+    frames = anatomical_frames(body, betas, landmarks)
+    return frames.posed(local_to_global(local, SMPL_PARENTS))
 
 
 def axes(z: np.ndarray, y_hint: np.ndarray) -> np.ndarray:
@@ -140,14 +177,18 @@ def _thorax(m: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {"thorax": axes_zx(down, forward)}
 
 
-def _leg(side: str, j: dict, m: dict) -> dict[str, np.ndarray]:
+def _leg(side: str, sign: float, p: dict, measured: set[str]) -> dict[str, np.ndarray]:
     s = side[0].upper()
-    hip, knee, ankle = j[f"{side}_hip"], j[f"{side}_knee"], j[f"{side}_ankle"]
-    heel_to_toe = m[f"{s}TOE"] - m[f"{s}HEE"]
-    heel_to_toe = heel_to_toe - _UP * (heel_to_toe @ _UP)  # flat foot: level at rest
+    hip, knee, ankle = p[f"{side}_hip"], p[f"{side}_knee"], p[f"{side}_ankle"]
+    up = p.get("up", _UP)
+    heel_to_toe = p[f"{s}TOE"] - p[f"{s}HEE"]
+    heel_to_toe = heel_to_toe - up * (heel_to_toe @ up)  # flat foot: level when standing
+    knee_axis, ankle_axis = _LEFT, _LEFT  # the body model's own flexion axis
+    if {f"{s}KNE", f"{s}ANK"} <= measured:  # a subject's lateral markers: its own axes
+        knee_axis, ankle_axis = sign * (p[f"{s}KNE"] - knee), sign * (p[f"{s}ANK"] - ankle)
     return {
-        f"{side}_femur": axes(hip - knee, _LEFT),
-        f"{side}_tibia": axes(knee - ankle, _LEFT),
+        f"{side}_femur": axes(hip - knee, knee_axis),
+        f"{side}_tibia": axes(knee - ankle, ankle_axis),
         f"{side}_foot": axes(-heel_to_toe, _LEFT),
     }
 

@@ -1,5 +1,6 @@
 """``rbmcap angles MOTION.npz --out angles.csv [--convention plug-in-gait|isb] [--body BODY]
-[--json]``: a motion's clinical joint angles (:mod:`rbmcap.biomech.angles`) as CSV, and its
+[--static STATIC.npz --static-motion STATIC_MOTION.npz] [--json]``: a motion's clinical joint
+angles (:mod:`rbmcap.biomech.angles`) as CSV, and its
 gait events (:mod:`rbmcap.biomech.events`) beside them (``angles.events.csv``)."""
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--body", default=None, help="body model (default: the stand-in of the motion's gender)"
     )
+    p.add_argument(
+        "--static",
+        default=None,
+        help="static capture .npz with the subject's markers: frames from its landmarks",
+    )
+    p.add_argument(
+        "--static-motion", default=None, help="with --static: that static inferred (.npz)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON summary")
     p.set_defaults(func=_angles)
 
@@ -31,7 +40,9 @@ def _angles(args: argparse.Namespace) -> int:
     # start-up: the library loads torch, only when the command runs (not for --help)
     from rbmcap.io.angles_csv import write_angles_and_events
 
-    summary = write_angles_and_events(args.motion, args.out, args.convention, args.body)
+    summary = write_angles_and_events(
+        args.motion, args.out, args.convention, args.body, args.static, args.static_motion
+    )
     if args.json:
         print(json.dumps(summary))
     else:

@@ -3,7 +3,8 @@
 capture against the joint centres the capture carries (:mod:`rbmcap.evaluation.reference`).
 
 ``rbmcap eval-capture MOTION.npz CAPTURE.c3d --angles [--convention plug-in-gait|isb]
-[--png cycles.png] [--json]``: its clinical angles and gait events against those the C3D
+[--png cycles.png] [--static STATIC.npz --static-motion STATIC_MOTION.npz] [--json]``: its
+clinical angles and gait events against those the C3D
 carries (:mod:`rbmcap.evaluation.capture_angles`)."""
 
 from __future__ import annotations
@@ -50,6 +51,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--convention", default="plug-in-gait", help="with --angles: plug-in-gait (default) or isb"
     )
     p.add_argument("--png", default=None, help="with --angles: write the gait-cycle curves here")
+    p.add_argument(
+        "--static",
+        default=None,
+        help="with --angles: static capture .npz with the subject's markers (frames from them)",
+    )
+    p.add_argument(
+        "--static-motion", default=None, help="with --static: that static inferred (.npz)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_eval_capture)
 
@@ -95,7 +104,15 @@ def _eval_angles(args: argparse.Namespace, motion, body) -> int:
         raise ConfigError("--png draws the angles' gait cycles: add --angles")
     if not str(args.capture).lower().endswith(".c3d"):
         raise ConfigError(f"{args.capture}: --angles reads the angles a C3D carries: pass the .c3d")
-    report = evaluate_capture_angles(motion, args.capture, body, args.convention, args.png)
+    report = evaluate_capture_angles(
+        motion,
+        args.capture,
+        body,
+        args.convention,
+        args.png,
+        static=args.static,
+        static_motion=args.static_motion,
+    )
     out = report.to_dict()
     print(json.dumps(out) if args.json else _angles_table(out))
     return 0

@@ -17,10 +17,13 @@ import numpy as np
 from rbmcap.biomech.angles import AngleTable, clinical_angles
 from rbmcap.biomech.event_match import match_events
 from rbmcap.biomech.events import detect_gait_events
-from rbmcap.errors import DataError
+from rbmcap.biomech.frames import Landmarks
+from rbmcap.body import load_body_model
+from rbmcap.errors import ConfigError, DataError
 from rbmcap.evaluation.gait_cycles import plot_gait_cycles
 from rbmcap.io.c3d_angles import read_c3d_angles
 from rbmcap.io.gait_events import read_c3d_events
+from rbmcap.io.static_landmarks import read_static_landmarks
 
 COMPARED = (
     "PelvisAngles",
@@ -167,12 +170,27 @@ class CaptureAnglesReport:
 
 
 def evaluate_capture_angles(
-    motion, c3d_path, body=None, convention_name: str = "plug-in-gait", png=None
+    motion,
+    c3d_path,
+    body=None,
+    convention_name: str = "plug-in-gait",
+    png=None,
+    landmarks: Landmarks | None = None,
+    static=None,
+    static_motion=None,
 ) -> CaptureAnglesReport:
     """Compare ``motion``'s clinical angles and gait events with those the C3D file carries;
-    draw the gait cycles to ``png`` when given."""
+    draw the gait cycles to ``png`` when given. Frames from the subject's ``landmarks``, or
+    those read from the ``static`` capture and its ``static_motion`` (files,
+    :func:`rbmcap.io.static_landmarks.read_static_landmarks`), instead of the body's."""
+    if (static is None) != (static_motion is None):
+        raise ConfigError("landmarks from a static need both the static capture and its motion")
+    if body is None:
+        body = load_body_model("standin", gender=motion.gender)
+    if static is not None:
+        landmarks = read_static_landmarks(static, static_motion, body)
     reference = read_c3d_angles(c3d_path)  # first: a C3D without angles fails before any work
-    table = clinical_angles(motion, body, convention_name)
+    table = clinical_angles(motion, body, convention_name, landmarks=landmarks)
     rows = compare_angles(table, reference.angles, reference.fps)
     detected = detect_gait_events(motion, body)
     theirs = read_c3d_events(c3d_path)

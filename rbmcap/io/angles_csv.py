@@ -7,7 +7,9 @@ from pathlib import Path
 from rbmcap.biomech.angles import clinical_angles
 from rbmcap.biomech.events import detect_gait_events
 from rbmcap.body import load_body_model
+from rbmcap.errors import ConfigError
 from rbmcap.io.gait_events import write_events_csv
+from rbmcap.io.static_landmarks import read_static_landmarks
 from rbmcap.motion.smpl_motion import read_motion
 
 
@@ -16,13 +18,20 @@ def write_angles_and_events(
     out: str | Path,
     convention_name: str = "plug-in-gait",
     body: str | None = None,
+    static: str | Path | None = None,
+    static_motion: str | Path | None = None,
 ) -> dict:
     """Read a motion, write its angles to ``out`` and its events to ``out``'s stem +
-    ``.events.csv``; return a summary (paths, frames, sets, event counts). Nothing is written
-    when the motion, the body or the convention is bad."""
+    ``.events.csv``; return a summary (paths, frames, sets, event counts). With ``static`` and
+    ``static_motion`` the frames come from the subject's landmarks in that static capture
+    (:func:`rbmcap.io.static_landmarks.read_static_landmarks`). Nothing is written when an
+    input is bad."""
+    if (static is None) != (static_motion is None):
+        raise ConfigError("landmarks from a static need both the static capture and its motion")
     motion = read_motion(motion_path)
     model = load_body_model(body or "standin", gender=motion.gender)
-    table = clinical_angles(motion, model, convention_name)
+    landmarks = None if static is None else read_static_landmarks(static, static_motion, model)
+    table = clinical_angles(motion, model, convention_name, landmarks=landmarks)
     events = detect_gait_events(motion, model)
     out = Path(out)
     events_path = out.with_name(out.stem + ".events.csv")
@@ -35,6 +44,7 @@ def write_angles_and_events(
         "frames": table.num_frames,
         "fps": table.fps,
         "convention": table.convention,
+        "landmarks": "static" if landmarks is not None else "body",
         "progression": [round(float(v), 4) for v in table.progression],
         "sets": list(table.angles),
         "foot_strikes": sum(e.kind == "Foot Strike" for e in events),

@@ -76,3 +76,30 @@ def test_eval_capture_angles_compares_a_walk_with_vicons_angles_and_draws_its_cy
     assert {"LHipAngles", "RKneeAngles", "LAnkleAngles", "LPelvisAngles"} <= names
     assert report["events_from"] == "capture" and len(report["events"]) >= 8
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(not PIG.is_dir(), reason="shared/data/pig is absent")
+def test_landmarks_from_the_static_move_the_frames_to_the_subjects(walk, tmp_path):
+    static = tmp_path / "static.npz"
+    c3d = PIG / "PiG_Calibration-FlatFoot-One.c3d"
+    done = _rbmcap("import", c3d, "--plates", "plug-in-gait", "--markers", "rbm14", "--out", static)
+    assert done.returncode == 0, done.stderr
+    standing = tmp_path / "standing.npz"
+    done = _rbmcap("infer", "--method", "solver", static, "--out", standing)
+    assert done.returncode == 0, done.stderr
+    plain, subject = tmp_path / "plain.csv", tmp_path / "subject.csv"
+    assert _rbmcap("angles", walk, "--out", plain).returncode == 0
+    done = _rbmcap(
+        "angles", walk, "--out", subject, "--static", static, "--static-motion", standing, "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["landmarks"] == "static"
+    a = np.array([float(r["LPelvisAngles.anterior tilt"]) for r in csv.DictReader(plain.open())])
+    b = np.array([float(r["LPelvisAngles.anterior tilt"]) for r in csv.DictReader(subject.open())])
+    assert np.abs(a - b).mean() > 1.0  # the subject's ASIS and PSIS are not the body's
+
+
+def test_a_static_without_its_motion_is_one_clear_line(walk, tmp_path):
+    done = _rbmcap("angles", walk, "--out", tmp_path / "a.csv", "--static", walk)
+    assert done.returncode == 2 and "both the static capture and its motion" in done.stderr
+    assert not list(tmp_path.iterdir())

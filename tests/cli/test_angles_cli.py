@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.writers_c3d import write_c3d
 
 from rbmcap.motion.procedural import generate
 
@@ -103,3 +104,12 @@ def test_a_static_without_its_motion_is_one_clear_line(walk, tmp_path):
     done = _rbmcap("angles", walk, "--out", tmp_path / "a.csv", "--static", walk)
     assert done.returncode == 2 and "both the static capture and its motion" in done.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_a_c3d_without_angles_is_one_line_and_draws_nothing(walk, tmp_path):
+    c3d = write_c3d(tmp_path / "m.c3d", ["LASI"], np.zeros((5, 1, 3)), np.ones((5, 1), bool))
+    png = tmp_path / "cycles.png"
+    done = _rbmcap("eval-capture", walk, c3d, "--angles", "--png", png)
+    assert done.returncode != 0 and "no joint angles" in done.stderr
+    assert done.stderr.strip().count("\n") == 0
+    assert not png.exists()

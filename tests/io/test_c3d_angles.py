@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.writers_c3d import write_c3d
 
 from rbmcap.errors import DataError
 from rbmcap.io.c3d_angles import read_c3d_angles
-from tests.helpers.writers_c3d import write_c3d
 
 PIG = Path(__file__).resolve().parents[3] / "shared" / "data" / "pig"
 

@@ -4,27 +4,29 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from helpers.writers_c3d import write_c3d
 
+from rbmcap.cli.main import main
 from rbmcap.motion.procedural import generate
 
 PIG = Path(__file__).resolve().parents[3] / "shared" / "data" / "pig"
 
 
-def _rbmcap(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "rbmcap", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
-    )
+@pytest.fixture
+def rbmcap(capsys):
+    """``rbmcap(*args)``: the command run in this process; its status, stdout and stderr."""
+
+    def run(*args):
+        status = main([str(a) for a in args])
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=status, stdout=out.out, stderr=out.err)
+
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +36,9 @@ def walk(tmp_path_factory):
     return path
 
 
-def test_angles_writes_one_row_per_frame_and_the_events_beside(walk, tmp_path):
+def test_angles_writes_one_row_per_frame_and_the_events_beside(rbmcap, walk, tmp_path):
     out = tmp_path / "angles.csv"
-    done = _rbmcap("angles", walk, "--out", out, "--json")
+    done = rbmcap("angles", walk, "--out", out, "--json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     rows = list(csv.DictReader(out.open()))
@@ -47,17 +49,17 @@ def test_angles_writes_one_row_per_frame_and_the_events_beside(walk, tmp_path):
     assert (tmp_path / "angles.events.csv").read_text().startswith("side,kind,frame,time_s")
 
 
-def test_a_bad_convention_is_one_line_and_writes_nothing(walk, tmp_path):
-    done = _rbmcap("angles", walk, "--out", tmp_path / "a.csv", "--convention", "vicon")
+def test_a_bad_convention_is_one_line_and_writes_nothing(rbmcap, walk, tmp_path):
+    done = rbmcap("angles", walk, "--out", tmp_path / "a.csv", "--convention", "vicon")
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "plug-in-gait, isb" in done.stderr
     assert not list(tmp_path.iterdir())
 
 
-def test_a_motion_without_a_body_is_one_line(tmp_path):
+def test_a_motion_without_a_body_is_one_line(rbmcap, tmp_path):
     bare = tmp_path / "bare.npz"
     np.savez(bare, poses=np.zeros((3, 72)), trans=np.zeros((3, 3)), mocap_framerate=60.0)
-    done = _rbmcap("angles", bare, "--out", tmp_path / "a.csv")
+    done = rbmcap("angles", bare, "--out", tmp_path / "a.csv")
     assert done.returncode != 0 and "missing betas" in done.stderr
     assert done.stderr.strip().count("\n") == 0
     assert not (tmp_path / "a.csv").exists()
@@ -65,12 +67,12 @@ def test_a_motion_without_a_body_is_one_line(tmp_path):
 
 @pytest.mark.skipif(not PIG.is_dir(), reason="shared/data/pig is absent")
 def test_eval_capture_angles_compares_a_walk_with_vicons_angles_and_draws_its_cycles(
-    walk, tmp_path
+    rbmcap, walk, tmp_path
 ):
     # the procedural walk is not the capture's: the figures are poor, the report complete
     png = tmp_path / "cycles.png"
     c3d = PIG / "PiG_Motion-FlatFoot-One.c3d"
-    done = _rbmcap("eval-capture", walk, c3d, "--angles", "--png", png, "--json")
+    done = rbmcap("eval-capture", walk, c3d, "--angles", "--png", png, "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     names = {r["name"] for r in report["angles"]}
@@ -80,17 +82,17 @@ def test_eval_capture_angles_compares_a_walk_with_vicons_angles_and_draws_its_cy
 
 
 @pytest.mark.skipif(not PIG.is_dir(), reason="shared/data/pig is absent")
-def test_landmarks_from_the_static_move_the_frames_to_the_subjects(walk, tmp_path):
+def test_landmarks_from_the_static_move_the_frames_to_the_subjects(rbmcap, walk, tmp_path):
     static = tmp_path / "static.npz"
     c3d = PIG / "PiG_Calibration-FlatFoot-One.c3d"
-    done = _rbmcap("import", c3d, "--plates", "plug-in-gait", "--markers", "rbm14", "--out", static)
+    done = rbmcap("import", c3d, "--plates", "plug-in-gait", "--markers", "rbm14", "--out", static)
     assert done.returncode == 0, done.stderr
     standing = tmp_path / "standing.npz"
-    done = _rbmcap("infer", "--method", "solver", static, "--out", standing)
+    done = rbmcap("infer", "--method", "solver", static, "--out", standing)
     assert done.returncode == 0, done.stderr
     plain, subject = tmp_path / "plain.csv", tmp_path / "subject.csv"
-    assert _rbmcap("angles", walk, "--out", plain).returncode == 0
-    done = _rbmcap(
+    assert rbmcap("angles", walk, "--out", plain).returncode == 0
+    done = rbmcap(
         "angles", walk, "--out", subject, "--static", static, "--static-motion", standing, "--json"
     )
     assert done.returncode == 0, done.stderr
@@ -100,16 +102,16 @@ def test_landmarks_from_the_static_move_the_frames_to_the_subjects(walk, tmp_pat
     assert np.abs(a - b).mean() > 1.0  # the subject's ASIS and PSIS are not the body's
 
 
-def test_a_static_without_its_motion_is_one_clear_line(walk, tmp_path):
-    done = _rbmcap("angles", walk, "--out", tmp_path / "a.csv", "--static", walk)
+def test_a_static_without_its_motion_is_one_clear_line(rbmcap, walk, tmp_path):
+    done = rbmcap("angles", walk, "--out", tmp_path / "a.csv", "--static", walk)
     assert done.returncode == 2 and "both the static capture and its motion" in done.stderr
     assert not list(tmp_path.iterdir())
 
 
-def test_a_c3d_without_angles_is_one_line_and_draws_nothing(walk, tmp_path):
+def test_a_c3d_without_angles_is_one_line_and_draws_nothing(rbmcap, walk, tmp_path):
     c3d = write_c3d(tmp_path / "m.c3d", ["LASI"], np.zeros((5, 1, 3)), np.ones((5, 1), bool))
     png = tmp_path / "cycles.png"
-    done = _rbmcap("eval-capture", walk, c3d, "--angles", "--png", png)
+    done = rbmcap("eval-capture", walk, c3d, "--angles", "--png", png)
     assert done.returncode != 0 and "no joint angles" in done.stderr
     assert done.stderr.strip().count("\n") == 0
     assert not png.exists()

@@ -176,3 +176,27 @@ def test_plug_in_gaits_segment_frames_give_plug_in_gaits_own_angles():
         seen = np.abs(point(name)).sum(axis=1) > 0
         diff = (ours[seen] - theirs[seen] + 180) % 360 - 180
         assert np.abs(diff).max() < 0.01, name
+
+
+@pytest.mark.parametrize("convention", ["plug-in-gait", "isb"])
+def test_a_foot_raised_15_degrees_reads_15_of_dorsiflexion_on_either_side(body, convention):
+    betas = SHAPES["mean"]
+    raise_toes = {  # about each tibia's flexion axis (Y, to the left): the toes come up
+        f"{side}_ankle": _about_anatomical(body, betas, f"{side}_tibia", "y", -15.0)
+        for side in ("left", "right")
+    }
+    table = clinical_angles(_motion(betas, raise_toes), body, convention)
+    for side in "LR":
+        np.testing.assert_allclose(_change(table, f"{side}AnkleAngles"), [15, 0, 0], atol=0.5)
+
+
+@pytest.mark.parametrize("convention", ["plug-in-gait", "isb"])
+def test_an_elbow_bent_90_degrees_reads_90_of_flexion_on_either_side(body, convention):
+    betas = SHAPES["mean"]
+    bend = {  # about each humerus's flexion axis (its Y): the forearm comes forward
+        f"{side}_elbow": _about_anatomical(body, betas, f"{side}_humerus", "y", 90.0)
+        for side in ("left", "right")
+    }
+    table = clinical_angles(_motion(betas, bend), body, convention)
+    for side in "LR":
+        assert _change(table, f"{side}ElbowAngles")[0] == pytest.approx(90.0, abs=0.5)

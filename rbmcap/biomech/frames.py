@@ -29,6 +29,7 @@ right). The progression frame ("lab") has X along the walk, Z up.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,9 +109,8 @@ def anatomical_frames(
     shape = None if betas is None else torch.as_tensor(np.asarray(betas), dtype=torch.float32)[None]
     rest = body(zero, betas=shape)
     joints = rest.joints[0].double().numpy()
-    marker_set = load_marker_set(LANDMARKS)
-    verts = rest.vertices[0].double().numpy()[marker_set.resolve(body)]
-    own = dict(zip(marker_set.names, verts, strict=True))
+    names, ids = _landmark_vertices(body)
+    own = dict(zip(names, rest.vertices[0].double().numpy()[ids], strict=True))
     own |= {n: joints[i] for i, n in enumerate(SMPL_JOINT_NAMES)}
     names = tuple(SEGMENTS)
     built = _all_segments(own, measured=set())
@@ -122,6 +122,19 @@ def anatomical_frames(
         )
     bones = tuple(SMPL_JOINT_NAMES.index(SEGMENTS[n]) for n in names)
     return AnatomicalFrames(names, bones, np.stack(frames))
+
+
+_RESOLVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Per body model: the :data:`LANDMARKS` markers' names and vertex ids (resolving anchors casts
+rays through the mesh: once per body, not once per motion)."""
+
+
+def _landmark_vertices(body) -> tuple[tuple[str, ...], np.ndarray]:
+    """The names and vertex ids (N,) of the :data:`LANDMARKS` markers on ``body``."""
+    if body not in _RESOLVED:
+        marker_set = load_marker_set(LANDMARKS)
+        _RESOLVED[body] = (marker_set.names, marker_set.resolve(body))
+    return _RESOLVED[body]
 
 
 def _all_segments(p: dict[str, np.ndarray], measured: set[str]) -> dict[str, np.ndarray]:

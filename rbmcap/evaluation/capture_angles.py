@@ -16,10 +16,10 @@ import numpy as np
 
 from rbmcap.biomech.angles import AngleTable, clinical_angles
 from rbmcap.biomech.event_match import match_events
-from rbmcap.biomech.events import detect_gait_events
+from rbmcap.biomech.events import GaitEvent, detect_gait_events
 from rbmcap.biomech.frames import Landmarks
 from rbmcap.body import load_body_model
-from rbmcap.errors import ConfigError, DataError
+from rbmcap.errors import DataError
 from rbmcap.evaluation.gait_cycles import plot_gait_cycles
 from rbmcap.io.c3d_angles import read_c3d_angles
 from rbmcap.io.gait_events import read_c3d_events
@@ -79,15 +79,24 @@ def compare_angles(
 ) -> list[AngleComparison]:
     """Every component of :data:`COMPARED` on both sides, ours against ``reference``
     (``{name: (T, 3) degrees}``, NaN where missing, at ``fps``)."""
-    frames = len(next(iter(reference.values())))
-    ours = on_capture_frames(table, fps, frames)
+    ours = on_capture_frames(table, fps, len(next(iter(reference.values()))))
+    return compare_on_frames(ours, table.components, reference)
+
+
+def compare_on_frames(
+    ours: dict[str, np.ndarray],
+    components: dict[str, tuple[str, ...]],
+    reference: dict[str, np.ndarray],
+) -> list[AngleComparison]:
+    """:func:`compare_angles` of angles already on the capture's frames
+    (:func:`on_capture_frames`), with their ``components``."""
     rows = []
     for base in COMPARED:
         for side in "LR":
             name = side + base
             if name not in ours or name not in reference:
                 continue
-            for k, component in enumerate(table.components[name]):
+            for k, component in enumerate(components[name]):
                 rows.append(_compare(name, component, ours[name][:, k], reference[name][:, k]))
     if not rows:
         raise DataError("no angle set in common between the motion and the capture")
@@ -183,26 +192,22 @@ def evaluate_capture_angles(
     draw the gait cycles to ``png`` when given. Frames from the subject's ``landmarks``, or
     those read from the ``static`` capture and its ``static_motion`` (files,
     :func:`rbmcap.io.static_landmarks.read_static_landmarks`), instead of the body's."""
-    if (static is None) != (static_motion is None):
-        raise ConfigError("landmarks from a static need both the static capture and its motion")
     if body is None:
         body = load_body_model("standin", gender=motion.gender)
-    if static is not None:
-        landmarks = read_static_landmarks(static, static_motion, body)
+    landmarks = read_static_landmarks(static, static_motion, body) or landmarks
     reference = read_c3d_angles(c3d_path)  # first: a C3D without angles fails before any work
     table = clinical_angles(motion, body, convention_name, landmarks=landmarks)
-    rows = compare_angles(table, reference.angles, reference.fps)
+    ours = on_capture_frames(table, reference.fps, len(next(iter(reference.angles.values()))))
+    rows = compare_on_frames(ours, table.components, reference.angles)
     detected = detect_gait_events(motion, body)
     theirs = read_c3d_events(c3d_path)
     source = theirs or [
-        e.__class__(e.side, e.kind, round(e.time * reference.fps), e.time) for e in detected
+        GaitEvent(e.side, e.kind, round(e.time * reference.fps), e.time) for e in detected
     ]
     strikes = {
         side[0]: sorted(e.frame for e in source if e.side == side and e.kind == "Foot Strike")
         for side in ("Left", "Right")
     }
-    frames = len(next(iter(reference.angles.values())))
-    ours = on_capture_frames(table, reference.fps, frames)
     peaks = {
         s: [
             (p[2], q[2])

@@ -7,7 +7,6 @@ from pathlib import Path
 from rbmcap.biomech.angles import clinical_angles
 from rbmcap.biomech.events import detect_gait_events
 from rbmcap.body import load_body_model
-from rbmcap.errors import ConfigError
 from rbmcap.io.gait_events import write_events_csv
 from rbmcap.io.static_landmarks import read_static_landmarks
 from rbmcap.motion.smpl_motion import read_motion
@@ -26,11 +25,9 @@ def write_angles_and_events(
     ``static_motion`` the frames come from the subject's landmarks in that static capture
     (:func:`rbmcap.io.static_landmarks.read_static_landmarks`). Nothing is written when an
     input is bad."""
-    if (static is None) != (static_motion is None):
-        raise ConfigError("landmarks from a static need both the static capture and its motion")
     motion = read_motion(motion_path)
     model = load_body_model(body or "standin", gender=motion.gender)
-    landmarks = None if static is None else read_static_landmarks(static, static_motion, model)
+    landmarks = read_static_landmarks(static, static_motion, model)
     table = clinical_angles(motion, model, convention_name, landmarks=landmarks)
     events = detect_gait_events(motion, model)
     out = Path(out)

@@ -84,6 +84,8 @@ class Scorer:
     fps: float
     vertices: bool = True
     angles: bool = False
+    truth_angles: dict = field(default_factory=dict, repr=False, compare=False)
+    """The truth's angles per sequence name, computed for the first method scored on it."""
 
     def record(self, result: MethodResult, seq: Sequence, params: SMPLParams, seconds: float):
         """Add ``params`` (the answer for ``seq``, found in ``seconds``) to ``result``."""
@@ -114,7 +116,9 @@ class Scorer:
         those of ``seq``'s truth to ``result.angles``."""
         if result.angles is None:
             result.angles = AngleErrors()
-        truth = motion_angles(self.body, seq.truth, self.fps)
+        if seq.name not in self.truth_angles:
+            self.truth_angles[seq.name] = motion_angles(self.body, seq.truth, self.fps)
+        truth = self.truth_angles[seq.name]
         answer_angles = motion_angles(self.body, answer, self.fps, truth.progression)
         result.angles.add(answer_angles, truth, seq.name)
 

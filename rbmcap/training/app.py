@@ -28,7 +28,7 @@ def main(cfg: DictConfig) -> None:
     # start-up: Hydra composes the configuration and reports its errors before torch and
     # Lightning load (seconds)
     from rbmcap.training.run import train
-    from rbmcap.training.stop import terminated, watch_sigterm
+    from rbmcap.training.stop import stopped_by_sigterm, watch_sigterm
 
     hydra_cfg = HydraConfig.get()
     watch_sigterm()
@@ -40,7 +40,7 @@ def main(cfg: DictConfig) -> None:
         print(f"train: error: {message}", file=sys.stderr)
         sys.exit(status)
     except BaseException:
-        if not terminated():
+        if not stopped_by_sigterm():
             raise
         print(
             f"train: stopped by SIGTERM; {_resume_hint(hydra_cfg.runtime.output_dir)}",

@@ -4,16 +4,16 @@ One thread receives and poses: the one that called :meth:`LiveSession.run` (the 
 the command line, so Ctrl-C and SIGTERM land there). Each turn of its loop
 
 - waits for the source's next frame (:mod:`rbmcap.live.sources.base`), then reads every frame that
-  arrived meanwhile without waiting and poses the newest, after the one or two before it when
-  they arrived together (less than half a frame apart: a burst on the network) or when posing
-  them all at the recent cost of a pose still ends before the next frame is due (a stall of
-  the machine: the consumer catches up). Frames a slow turn (a slow sink, a late step) was
-  overtaken by beyond those are counted ``dropped`` and never queue: each is stepped through
-  its phase's state without a pose before that phase's next pose
-  (:meth:`~rbmcap.live.subject.SubjectGroup.hold`),
-  earlier when the consumer has time before the next frame is due, so every pose stays the
-  causal answer on the frames that came; the consumer is never more than two frames behind
-  (:data:`CATCH_UP`), and one when it has no room to catch up.
+  arrived meanwhile without waiting and poses the newest, after those before it (at most
+  :data:`CATCH_UP`) that arrived together with it (less than half a frame apart: a burst on the
+  network) or that posing them all at the recent cost of a pose still leaves time for before
+  the next frame is due (a stall of the machine or of the sender: the consumer catches up).
+  Frames a slow turn (a slow sink, a late step, a stall too long to catch up) was overtaken by
+  beyond those are counted ``dropped`` and never queue: each is stepped through its phase's
+  state without a pose before that phase's next pose
+  (:meth:`~rbmcap.live.subject.SubjectGroup.hold`), earlier when the consumer has time before
+  the next frame is due, so every pose stays the causal answer on the frames that came; a
+  consumer with no room to catch up is never more than one frame behind.
   Frame numbers are placed as they arrive (:class:`~rbmcap.live.frames.FrameCounter`: ``lost``,
   ``late``, ``duplicates``, ``restarts``); only frames in order are posed or stepped. When the
   source's connection breaks it is closed and opened again after 0.1 s, the wait doubling up to
@@ -60,9 +60,15 @@ log = logging.getLogger("rbmcap.live")
 
 BACKOFF_S = (0.1, 2.0)
 """First and longest wait before reopening a source whose connection broke, seconds."""
-CATCH_UP = 2
-"""The most frames before the newest a turn poses too (a stall of up to three frames caught up
-when there is room; the consumer is then at most two frames behind)."""
+CATCH_UP = 12
+"""The most frames before the newest a turn poses too, where posing them all still ends before
+the next frame is due: a stall of up to 50 ms at 240 Hz (the longest this project's 2-core
+machine showed in a minute's stream; docs/live.md#latency) is posed whole. The consumer is
+then at most this many frames behind, and only within one frame's time."""
+BURST = 2
+"""Frames that came with the newest (less than half a frame before it) posed too even when the
+recent cost of a pose says there is no time for them: a burst on the network is not a consumer
+that fell behind."""
 POSE_TIMES = 15
 """How many of the latest frames' posing times give the recent cost of a pose (their median:
 one stall or a slow first frame does not move it)."""
@@ -191,10 +197,11 @@ class LiveSession:
 
     def _to_catch_up(self, frames: list[RigidBodyFrame]) -> int:
         """How many of the frames before the newest to pose too, at most
-        :data:`CATCH_UP`: each that arrived less than half a frame before the newest (a burst
-        on the network), or while posing them all with the newest at the recent cost of a pose
-        (the median of the last :data:`POSE_TIMES`) still ends before the frame after the
-        newest is due (a stall of the machine, with room to catch up). A consumer slower than
+        :data:`CATCH_UP`, the nearest first: while posing them all with the newest at the
+        recent cost of a pose (the median of the last :data:`POSE_TIMES`) still ends before the
+        frame after the newest is due (a stall, with room to catch up), and the
+        :data:`BURST` nearest whatever the time when they arrived less than half a frame
+        before the newest (packets that came together on the network). A consumer slower than
         the source has no such room and takes the newest alone."""
         newest, period = frames[-1].received, self._period
         times = sorted(self._pose_times)
@@ -202,7 +209,7 @@ class LiveSession:
         now = time.perf_counter()
         count = 0
         while count < min(CATCH_UP, len(frames) - 1):
-            burst = newest - frames[-count - 2].received < 0.5 * period
+            burst = count < BURST and newest - frames[-count - 2].received < 0.5 * period
             if not burst and now + (count + 2) * cost >= newest + period:
                 break
             count += 1
@@ -300,7 +307,7 @@ class LiveSession:
         template = self.predictor.stream(
             backend=self.options.backend, subjects=count, refine=self.options.refine
         )
-        _warm_up(template)
+        self._pose_times.append(_warm_up(template))  # the first turn may catch up already
         self.streams = [SubjectStream(s, self.predictor) for s in self.subjects]
         self.group = SubjectGroup(self.streams, template, phases)
         for stream in self.streams:
@@ -392,13 +399,16 @@ class LiveSession:
             self._error = failures[0]
 
 
-def _warm_up(template, frames: int = 3) -> None:
+def _warm_up(template, frames: int = 3) -> float:
     """Run a few rest frames through a fork of ``template``: its shared step is built and
-    (a trace) optimised before the first real frame, whose latency it would otherwise carry."""
+    (a trace) optimised before the first real frame, whose latency it would otherwise carry.
+    Returns the last frame's time, s: the cost of a pose until posed frames say otherwise."""
     warm = template.fork()
-    pos, rot, valid = warm._first_frame()
+    pos, rot, valid = (x.cpu().numpy() for x in warm._first_frame())
     for _ in range(frames):
-        warm.push(pos.cpu().numpy(), rot.cpu().numpy(), valid.cpu().numpy())
+        start = time.perf_counter()
+        warm.push(pos, rot, valid)
+    return time.perf_counter() - start
 
 
 class _SinkThread:

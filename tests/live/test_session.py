@@ -24,7 +24,7 @@ from rbmcap.inference import Predictor
 from rbmcap.live import subject as subject_module
 from rbmcap.live.frames import RigidBodyFrame
 from rbmcap.live.handoff import FrameQueue, NewestSlot
-from rbmcap.live.session import LiveOptions, LiveSession
+from rbmcap.live.session import CATCH_UP, LiveOptions, LiveSession
 from rbmcap.live.sinks.recording import RecordingSink
 from rbmcap.live.sources.base import SourceLost
 from rbmcap.live.sources.replay import ReplaySource
@@ -400,12 +400,15 @@ def test_frames_the_source_could_not_hold_during_set_up_are_not_counted_lost(pre
 
 class _Bursts:
     """A source (60 Hz unless told) whose packets arrive in ``groups``: each group at once (one
-    arrival time), a group every ``gap`` seconds; the first frame (the names) before them."""
+    arrival time), a group every ``gap`` seconds; the first frame (the names) before them. With
+    ``stalled``, a group's frames are stamped a frame apart up to its arrival time, as frames
+    that waited in the socket while the consumer stalled."""
 
     finite, name = True, "bursts"
 
-    def __init__(self, take, groups, gap: float, fps: float = 60.0) -> None:
+    def __init__(self, take, groups, gap: float, fps: float = 60.0, stalled: bool = False):
         self.take, self.groups, self.gap, self.fps = take, [list(g) for g in groups], gap, fps
+        self.stalled = stalled
         self.queue: list = [(0, time.perf_counter())]
         self.due: float | None = None  # when the next group arrives
 
@@ -428,7 +431,9 @@ class _Bursts:
                 time.sleep(timeout)
                 return None
             time.sleep(max(self.due - now, 0.0))
-            self.queue = [(number, self.due) for number in self.groups.pop(0)]
+            group = self.groups.pop(0)
+            apart = 1.0 / self.fps if self.stalled else 0.0
+            self.queue = [(n, self.due - (len(group) - 1 - k) * apart) for k, n in enumerate(group)]
             self.due += self.gap
         if not self.queue:
             return None
@@ -446,19 +451,34 @@ class _Bursts:
 
 def test_two_frames_that_arrive_together_are_both_posed_in_order(predictor):
     """A burst on the network (two packets at once) is not a consumer that fell behind: both
-    are posed, the older first; a fourth at once is one more than the consumer may be behind
-    (``CATCH_UP``: the newest and two before it)."""
+    are posed, the older first, even by a consumer whose poses leave no time for them; a
+    fourth at once is one more than such a consumer poses (``BURST``: the newest and two
+    before it)."""
     take = synthetic_take(40, fps=60.0)
-    sink = KeepingSink()
+    sink = KeepingSink(delay_s=0.02)  # a pose takes longer than the 16.7 ms between frames
     pairs = [(n, n + 1) for n in range(1, 31, 2)]
-    stats = LiveSession(_Bursts(take, pairs, 1 / 30), predictor, [sink], options=TRACE).run()
+    stats = LiveSession(_Bursts(take, pairs, 0.1), predictor, [sink], options=TRACE).run()
     assert _posed_frames(sink.poses).tolist() == list(range(1, 31))
     assert stats.dropped == 0 and stats.behind == 1
 
+    sink = KeepingSink(delay_s=0.02)
+    fours = [(1,), (2, 3, 4, 5), (6, 7, 8, 9)]  # the first pose times the sink
+    stats = LiveSession(_Bursts(take, fours, 0.2), predictor, [sink], options=TRACE).run()
+    assert _posed_frames(sink.poses).tolist() == [1, 3, 4, 5, 7, 8, 9] and stats.dropped == 2
+
+
+def test_a_stall_is_caught_up_whole_when_there_is_time_up_to_catch_up_frames(predictor):
+    """Frames that waited through a stall are all posed, in order, when posing them ends before
+    the next frame is due: twelve before the newest (50 ms at 240 Hz, ``CATCH_UP``), also on
+    the first turn after set-up (the warm-up's step is the cost of a pose until poses are
+    timed); of fourteen, the two oldest are dropped."""
+    take = synthetic_take(40, fps=10.0)
     sink = KeepingSink()
-    fours = [(1, 2, 3, 4), (5, 6, 7, 8)]
-    stats = LiveSession(_Bursts(take, fours, 0.05), predictor, [sink], options=TRACE).run()
-    assert _posed_frames(sink.poses).tolist() == [2, 3, 4, 6, 7, 8] and stats.dropped == 2
+    stalls = [(1, 2), range(3, 16), range(20, 35)]
+    source = _Bursts(take, stalls, 0.3, fps=10.0, stalled=True)
+    stats = LiveSession(source, predictor, [sink], options=TRACE).run()
+    assert _posed_frames(sink.poses).tolist() == [*range(1, 16), *range(22, 35)]
+    assert stats.dropped == 2 and stats.behind == CATCH_UP == 12
 
 
 def _recording_error(predictor, path, take, phases: int) -> float:
@@ -495,33 +515,34 @@ def test_every_phase_of_a_recording_is_the_offline_causal_answer_on_all_its_fram
 
 
 def test_frames_dropped_in_a_burst_are_stepped_before_their_phase_poses_again(predictor):
-    """Bursts of eight frames at once at 240 Hz: the last three are posed (the newest and
-    ``CATCH_UP`` before it), the other five are stepped through their phases (at most two a
+    """Bursts of eight frames at once at 240 Hz to a consumer with no time to spare: the last
+    three are posed (the newest and ``BURST`` before it), the other five are stepped through their phases (at most two a
     phase) before those phases pose again."""
     take = synthetic_take(100, fps=240.0)
-    groups = [list(range(k, k + 8)) for k in range(1, 97, 8)]
-    sink = KeepingSink()
-    source = _Bursts(take, groups, 0.03, fps=240.0)
+    groups = [[1]] + [list(range(k, k + 8)) for k in range(2, 98, 8)]  # [1]: times the sink
+    sink = KeepingSink(delay_s=0.005)  # a pose takes longer than the 4.2 ms between frames
+    source = _Bursts(take, groups, 0.06, fps=240.0)
     stats = LiveSession(source, predictor, [sink], options=TRACE).run()
-    assert _posed_frames(sink.poses).tolist() == [k for g in groups for k in g[5:]]
+    assert _posed_frames(sink.poses).tolist() == [1] + [k for g in groups[1:] for k in g[5:]]
     assert stats.dropped == 60 and stats.resets == 0
-    answer = offline_answer(predictor, take.pos, take.rot, take.valid, np.arange(1, 97), 4)
+    answer = offline_answer(predictor, take.pos, take.rot, take.valid, np.arange(1, 98), 4)
     assert max_difference(sink.poses, answer) < 1e-5
 
 
 def test_a_phase_with_more_dropped_frames_than_it_may_catch_up_starts_afresh(predictor):
-    """Twelve frames at once into one phase: nine are dropped (the last three posed), more than
+    """Twelve frames at once into one phase of a consumer with no time to spare: nine are
+    dropped (the last three posed), more than
     the phase keeps, so it starts afresh from the last of them it keeps (counted), and poses as
     the causal model does offline from there."""
     take = synthetic_take(40, fps=60.0)
     keep = subject_module.CATCH_UP_FRAMES
-    groups = [range(1, 13), range(13, 16), range(16, 19)]
-    sink = KeepingSink()
-    stats = LiveSession(_Bursts(take, groups, 0.05), predictor, [sink], options=TRACE).run()
-    assert _posed_frames(sink.poses).tolist() == list(range(10, 19))
+    groups = [range(1, 2), range(2, 14), range(14, 17), range(17, 20)]  # 1: times the sink
+    sink = KeepingSink(delay_s=0.02)  # a pose takes longer than the 16.7 ms between frames
+    stats = LiveSession(_Bursts(take, groups, 0.1), predictor, [sink], options=TRACE).run()
+    assert _posed_frames(sink.poses).tolist() == [1, *range(11, 20)]
     assert stats.dropped == 9 and stats.resets == 1
-    answer = offline_answer(predictor, take.pos, take.rot, take.valid, np.arange(10 - keep, 19), 1)
-    assert max_difference(sink.poses, answer) < 1e-5
+    answer = offline_answer(predictor, take.pos, take.rot, take.valid, np.arange(11 - keep, 20), 1)
+    assert max_difference(sink.poses[1:], answer) < 1e-5
 
 
 def test_no_frame_from_before_the_session_is_ready_enters_a_phase(predictor):

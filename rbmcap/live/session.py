@@ -6,7 +6,7 @@ the command line, so Ctrl-C and SIGTERM land there). Each turn of its loop
 - waits for the source's next frame (:mod:`rbmcap.live.sources.base`), then reads every frame that
   arrived meanwhile without waiting and poses the newest, after those before it (at most
   :data:`CATCH_UP`) that arrived together with it (less than half a frame apart: a burst on the
-  network) or that posing them all at the recent cost of a pose still leaves time for before
+  network) or that posing them all at the recent cost of a pose ends within a frame of when
   the next frame is due (a stall of the machine or of the sender: the consumer catches up).
   Frames a slow turn (a slow sink, a late step, a stall too long to catch up) was overtaken by
   beyond those are counted ``dropped`` and never queue: each is stepped through its phase's
@@ -60,11 +60,12 @@ log = logging.getLogger("rbmcap.live")
 
 BACKOFF_S = (0.1, 2.0)
 """First and longest wait before reopening a source whose connection broke, seconds."""
-CATCH_UP = 12
-"""The most frames before the newest a turn poses too, where posing them all still ends before
-the next frame is due: a stall of up to 50 ms at 240 Hz (the longest this project's 2-core
-machine showed in a minute's stream; docs/live.md#latency) is posed whole. The consumer is
-then at most this many frames behind, and only within one frame's time."""
+CATCH_UP = 24
+"""The most frames before the newest a turn poses too, where posing them all ends within a
+frame of when the next frame is due: a stall of up to 100 ms at 240 Hz (this project's 2-core
+machine stalls a stream for 20–57 ms a few times a minute; docs/live.md#latency) is posed whole
+when a pose costs under a sixteenth of a frame. The consumer is then at most this many frames
+behind, and only for a frame or two."""
 BURST = 2
 """Frames that came with the newest (less than half a frame before it) posed too even when the
 recent cost of a pose says there is no time for them: a burst on the network is not a consumer
@@ -198,8 +199,9 @@ class LiveSession:
     def _to_catch_up(self, frames: list[RigidBodyFrame]) -> int:
         """How many of the frames before the newest to pose too, at most
         :data:`CATCH_UP`, the nearest first: while posing them all with the newest at the
-        recent cost of a pose (the median of the last :data:`POSE_TIMES`) still ends before the
-        frame after the newest is due (a stall, with room to catch up), and the
+        recent cost of a pose (the median of the last :data:`POSE_TIMES`) ends within a frame
+        of when the frame after the newest is due (a stall, with room to catch up: that frame
+        is then posed at most a frame late, and the turn after it catches up on it), and the
         :data:`BURST` nearest whatever the time when they arrived less than half a frame
         before the newest (packets that came together on the network). A consumer slower than
         the source has no such room and takes the newest alone."""
@@ -210,7 +212,7 @@ class LiveSession:
         count = 0
         while count < min(CATCH_UP, len(frames) - 1):
             burst = count < BURST and newest - frames[-count - 2].received < 0.5 * period
-            if not burst and now + (count + 2) * cost >= newest + period:
+            if not burst and now + (count + 2) * cost >= newest + 2 * period:
                 break
             count += 1
         return count

@@ -246,12 +246,25 @@ def test_a_consumer_stalled_once_catches_up_instead_of_dropping(predictor):
 
 def test_a_consumer_stalled_for_three_frames_catches_up_on_all_of_them(predictor):
     """A stall of over three frames with room to catch up: the two frames before the newest
-    are posed too (``CATCH_UP``), nothing dropped, two frames behind at most."""
+    are posed too, nothing dropped, two frames behind at most."""
     slow = synthetic_take(60, fps=30.0)
     sink = _Stalling(at=(10, 25, 40), stall_s=3.25 / 30.0)
     stats = LiveSession(ReplaySource(slow), predictor, [sink], options=TRACE).run()
     assert _posed_frames(sink.poses).tolist() == list(range(1, 60))
     assert stats.dropped == 0 and stats.behind == 2
+
+
+def test_a_stall_that_takes_over_a_frame_to_pose_is_caught_up_within_two(predictor):
+    """Fifteen frames that waited through a stall, posed at 20 ms each by a 5 Hz consumer: a
+    frame and a half of posing, which ends within a frame of when the next frame is due, so
+    all are posed, in order, and the next frame after them."""
+    take = synthetic_take(40, fps=5.0)
+    sink = KeepingSink(delay_s=0.02)
+    stalls = [(1,), range(2, 17), (17,), (18,)]
+    source = _Bursts(take, stalls, 0.6, fps=5.0, stalled=True)
+    stats = LiveSession(source, predictor, [sink], options=TRACE).run()
+    assert _posed_frames(sink.poses).tolist() == list(range(1, 19))
+    assert stats.dropped == 0
 
 
 def test_a_rigid_body_gone_for_a_while_does_not_stop_the_stream(predictor, take):
@@ -469,16 +482,16 @@ def test_two_frames_that_arrive_together_are_both_posed_in_order(predictor):
 
 def test_a_stall_is_caught_up_whole_when_there_is_time_up_to_catch_up_frames(predictor):
     """Frames that waited through a stall are all posed, in order, when posing them ends before
-    the next frame is due: twelve before the newest (50 ms at 240 Hz, ``CATCH_UP``), also on
+    the next frame is due: 24 before the newest (100 ms at 240 Hz, ``CATCH_UP``), also on
     the first turn after set-up (the warm-up's step is the cost of a pose until poses are
-    timed); of fourteen, the two oldest are dropped."""
-    take = synthetic_take(40, fps=10.0)
+    timed); of 26, the two oldest are dropped."""
+    take = synthetic_take(80, fps=10.0)
     sink = KeepingSink()
-    stalls = [(1, 2), range(3, 16), range(20, 35)]
+    stalls = [(1, 2), range(3, 28), range(40, 67)]
     source = _Bursts(take, stalls, 0.3, fps=10.0, stalled=True)
     stats = LiveSession(source, predictor, [sink], options=TRACE).run()
-    assert _posed_frames(sink.poses).tolist() == [*range(1, 16), *range(22, 35)]
-    assert stats.dropped == 2 and stats.behind == CATCH_UP == 12
+    assert _posed_frames(sink.poses).tolist() == [*range(1, 28), *range(42, 67)]
+    assert stats.dropped == 2 and stats.behind == CATCH_UP == 24
 
 
 def _recording_error(predictor, path, take, phases: int) -> float:

@@ -37,9 +37,11 @@ from rbmcap.live.subject import (
 )
 from rbmcap.motion.smpl_motion import SMPLMotion
 
-# Sessions replay at a rate and count what was posed, dropped or stopped in time: under
-# pytest-xdist each test runs with no other test alongside (tests/conftest.py).
-pytestmark = pytest.mark.exclusive
+# Sessions replay at a rate and count what was posed, dropped or stopped in time. Most replay
+# slower than real time (SLOW) or at rates and stalls whose outcome does not depend on how fast a
+# pose is, and run beside other tests under pytest-xdist; those whose outcome does (a spinning
+# thread, a catch-up that must fit a frame's time, a consumer's exact lag) are marked
+# ``exclusive`` and run alone (tests/conftest.py).
 
 TRACE = LiveOptions(backend="trace")
 SLOW = 80.0
@@ -90,6 +92,7 @@ class _Clocked(KeepingSink):
         return (cpu1 - cpu0) / (wall1 - wall0)
 
 
+@pytest.mark.exclusive  # measures the spinning thread's share of the wall time
 def test_a_hot_session_keeps_its_thread_busy_between_frames_and_poses_the_same(predictor, take):
     def run(hot: bool) -> _Clocked:
         sink = _Clocked()
@@ -234,6 +237,7 @@ class _Stalling(KeepingSink):
             time.sleep(self.stall_s)
 
 
+@pytest.mark.exclusive  # how many frames wait depends on how long a pose takes
 def test_a_consumer_stalled_once_catches_up_instead_of_dropping(predictor):
     """A one-off stall of over two frames (a hiccup of the machine) with room to catch up: the
     frame before the newest is posed too, nothing dropped, never more than a frame behind."""
@@ -244,6 +248,7 @@ def test_a_consumer_stalled_once_catches_up_instead_of_dropping(predictor):
     assert stats.dropped == 0 and stats.behind == 1
 
 
+@pytest.mark.exclusive  # how many frames wait depends on how long a pose takes
 def test_a_consumer_stalled_for_three_frames_catches_up_on_all_of_them(predictor):
     """A stall of over three frames with room to catch up: the two frames before the newest
     are posed too, nothing dropped, two frames behind at most."""
@@ -254,6 +259,7 @@ def test_a_consumer_stalled_for_three_frames_catches_up_on_all_of_them(predictor
     assert stats.dropped == 0 and stats.behind == 2
 
 
+@pytest.mark.exclusive  # the catch-up must fit two frames' time
 def test_a_stall_that_takes_over_a_frame_to_pose_is_caught_up_within_two(predictor):
     """Fifteen frames that waited through a stall, posed at 20 ms each by a 5 Hz consumer: a
     frame and a half of posing, which ends within a frame of when the next frame is due, so
@@ -480,6 +486,7 @@ def test_two_frames_that_arrive_together_are_both_posed_in_order(predictor):
     assert _posed_frames(sink.poses).tolist() == [1, 3, 4, 5, 7, 8, 9] and stats.dropped == 2
 
 
+@pytest.mark.exclusive  # the catch-up must fit two frames' time
 def test_a_stall_is_caught_up_whole_when_there_is_time_up_to_catch_up_frames(predictor):
     """Frames that waited through a stall are all posed, in order, when posing them ends before
     the next frame is due: 24 before the newest (100 ms at 240 Hz, ``CATCH_UP``), also on
@@ -508,7 +515,11 @@ def _recording_error(predictor, path, take, phases: int) -> float:
     )
 
 
-@pytest.mark.parametrize("hot", [False, True], ids=["idle", "hot"])
+@pytest.mark.parametrize(
+    "hot",
+    [False, pytest.param(True, marks=pytest.mark.exclusive)],  # a hot session spins
+    ids=["idle", "hot"],
+)
 @pytest.mark.parametrize("stall", [False, True], ids=["steady", "stalling"])
 def test_every_phase_of_a_recording_is_the_offline_causal_answer_on_all_its_frames(
     predictor, take, tmp_path, stall, hot
@@ -529,8 +540,8 @@ def test_every_phase_of_a_recording_is_the_offline_causal_answer_on_all_its_fram
 
 def test_frames_dropped_in_a_burst_are_stepped_before_their_phase_poses_again(predictor):
     """Bursts of eight frames at once at 240 Hz to a consumer with no time to spare: the last
-    three are posed (the newest and ``BURST`` before it), the other five are stepped through their phases (at most two a
-    phase) before those phases pose again."""
+    three are posed (the newest and ``BURST`` before it), the other five are stepped through
+    their phases (at most two a phase) before those phases pose again."""
     take = synthetic_take(100, fps=240.0)
     groups = [[1]] + [list(range(k, k + 8)) for k in range(2, 98, 8)]  # [1]: times the sink
     sink = KeepingSink(delay_s=0.005)  # a pose takes longer than the 4.2 ms between frames

@@ -4,16 +4,17 @@ One thread receives and poses: the one that called :meth:`LiveSession.run` (the 
 the command line, so Ctrl-C and SIGTERM land there). Each turn of its loop
 
 - waits for the source's next frame (:mod:`rbmcap.live.sources.base`), then reads every frame that
-  arrived meanwhile without waiting and poses the newest, after those before it (at most
-  :data:`CATCH_UP`) that arrived together with it (less than half a frame apart: a burst on the
-  network) or that posing them all at the recent cost of a pose ends within a frame of when
-  the next frame is due (a stall of the machine or of the sender: the consumer catches up).
+  arrived meanwhile without waiting and poses the newest, after those before it that posing
+  them all at the recent cost of a pose ends within a frame of when the next frame is due (a
+  stall of the machine or of the sender: the consumer catches up, at most :data:`CATCH_UP`),
+  and the :data:`BURST` before it whatever the time when they arrived together with it (less
+  than half a frame apart: a burst on the network).
   Frames a slow turn (a slow sink, a late step, a stall too long to catch up) was overtaken by
   beyond those are counted ``dropped`` and never queue: each is stepped through its phase's
   state without a pose before that phase's next pose
   (:meth:`~rbmcap.live.subject.SubjectGroup.hold`), earlier when the consumer has time before
   the next frame is due, so every pose stays the causal answer on the frames that came; a
-  consumer with no room to catch up is never more than one frame behind.
+  consumer with no room to catch up is never more than one frame behind (two in a burst).
   Frame numbers are placed as they arrive (:class:`~rbmcap.live.frames.FrameCounter`: ``lost``,
   ``late``, ``duplicates``, ``restarts``); only frames in order are posed or stepped. When the
   source's connection breaks it is closed and opened again after 0.1 s, the wait doubling up to
@@ -64,8 +65,8 @@ CATCH_UP = 24
 """The most frames before the newest a turn poses too, where posing them all ends within a
 frame of when the next frame is due: a stall of up to 100 ms at 240 Hz (this project's 2-core
 machine stalls a stream for 20–57 ms a few times a minute; docs/live.md#latency) is posed whole
-when a pose costs under a sixteenth of a frame. The consumer is then at most this many frames
-behind, and only for a frame or two."""
+when a pose costs under a thirteenth of a frame (0.3 ms at 240 Hz). The consumer is then at
+most this many frames behind, and only for a frame or two."""
 BURST = 2
 """Frames that came with the newest (less than half a frame before it) posed too even when the
 recent cost of a pose says there is no time for them: a burst on the network is not a consumer

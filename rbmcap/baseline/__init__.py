@@ -2,20 +2,19 @@
 its Gaussian-mixture pose prior, and the hybrid mode (start from the network's answer).
 
 >>> prior = fit_pose_prior(train_poses, num_components=8, seed=0)
->>> solver = Solver(body, "rbm14", "default", prior=prior)
+>>> solver = Solver(body, "rbm14", "default", prior=prior)  # default: the shipped prior
 >>> sol = solver.solve(pos, rot, valid, fps=60.0, truth_joints=joints)
 >>> sol.params, sol.record.mpjpe_mm              # SMPLParams, the convergence curve
->>> hybrid = solver.solve(pos, rot, valid, init=network_params, iterations=20)  # SMPLParams
+>>> refined = solver.solve(pos, rot, valid, init=network_params, iterations=3, tolerance=0)
 
 Where each part lives:
 
-- ``solver.py``: :class:`Solver`: checks the inputs, the shape stage, each window's start, and
-  joins the windows into a :class:`Solution`.
-- ``window.py``: one window's optimisation: the scaled unknowns, the objective's closure, the
-  loop to each recorded iteration count, and its records and snapshots (NamedTuples).
-- ``optimisers.py``: one small strategy per optimiser (L-BFGS, Adam), their settings
-  (:class:`OptimiserConfig`) and the early-stopping rule.
-- ``objective.py``: the objective term by term; ``scaling.py``: the unknowns' preconditioning.
+- ``solver.py``: :class:`Solver`: checks the inputs, picks the start, runs the sweeps and
+  returns a :class:`Solution`.
+- ``sequence.py``: the optimiser: Levenberg–Marquardt sweeps over a whole sequence, every
+  frame's step batched, the betas' step, the stopping rule.
+- ``frame.py``: one frame's residuals and LM step, causal (live refinement's kernels).
+- ``objective.py``: the objective term by term.
 - ``init.py``: the start read off the plates; ``prior.py``: the Gaussian-mixture pose prior.
 - ``result.py``: :class:`Solution` (its answer an :class:`rbmcap.body.params.SMPLParams`) and
   :class:`ConvergenceRecord`.
@@ -24,13 +23,12 @@ Where each part lives:
 """
 
 from rbmcap.baseline.config import (
-    ScheduleConfig,
+    OptimiserConfig,
     SolverConfig,
     WeightsConfig,
     available_configs,
     load_solver_config,
 )
-from rbmcap.baseline.optimisers import OptimiserConfig
 from rbmcap.baseline.prior import (
     GaussianMixturePrior,
     default_pose_prior,
@@ -44,7 +42,6 @@ __all__ = [
     "ConvergenceRecord",
     "GaussianMixturePrior",
     "OptimiserConfig",
-    "ScheduleConfig",
     "Solution",
     "Solver",
     "SolverConfig",

@@ -2,8 +2,7 @@
 what each value is.
 
 One source of truth: ``rbmcap/conf/baseline/default.yaml`` holds every default (how its scales
-were chosen: docs/history.md#how-the-settings-were-chosen); the dataclasses below, and
-:class:`~rbmcap.baseline.optimisers.OptimiserConfig` beside the optimisers it sets, have no
+were chosen: docs/history.md#how-the-settings-were-chosen); the dataclasses below have no
 defaults. Every other configuration
 (``hybrid``, ``points``, or a user's own YAML path) starts with ``defaults: [default, _self_]``
 and sets only what it changes; ``overrides`` (nested or dotted keys) come last. Loading goes
@@ -21,11 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rbmcap.baseline.optimisers import STEPPERS, OptimiserConfig
 from rbmcap.config.compose import ConfigValueError, build_config, load_config
 from rbmcap.config.packaged import conf_names
 
-OPTIMISERS = tuple(STEPPERS)
 INITS = ("kinematic", "rest")
 DTYPES = ("float32", "float64")
 
@@ -53,25 +50,22 @@ class WeightsConfig:
 
 
 @dataclass(frozen=True)
-class ScheduleConfig:
-    """Which frames are solved together and where they start.
+class OptimiserConfig:
+    """How the objective is minimised: sweeps of Levenberg–Marquardt over the whole sequence
+    (:mod:`rbmcap.baseline.sequence`).
 
     Attributes:
-        window: frames per batched solve; 0 solves the whole sequence at once (betas then are
-            free in the same solve). With windows, betas are first fitted on ``shape_frames``
-            evenly spread frames (``shape_iterations``) and then held.
-        warm_start: start each window (after the first) from the previous window's last solved
-            frame (frame-to-frame tracking when ``window`` is 1) instead of from ``init``.
-        init: where to start without a given initialisation: 'kinematic' (each segment's
-            rotation read off its markers) or 'rest' (rest pose, rigidly aligned).
-        shape_frames, shape_iterations: the shape stage (windows only).
+        iterations: sweeps at most (a sweep is one LM step of every frame, and of the betas
+            unless they are held).
+        tolerance: converged: a sweep that lowers the objective by less than this much per
+            frame ends the solve (0: always run ``iterations`` sweeps, e.g. a fixed count).
+        chunk: frames per batched evaluation (76 poses each in a step; bounds memory, not the
+            answer).
     """
 
-    window: int
-    warm_start: bool
-    init: str
-    shape_frames: int
-    shape_iterations: int
+    iterations: int
+    tolerance: float
+    chunk: int
 
 
 @dataclass(frozen=True)
@@ -81,8 +75,11 @@ class SolverConfig:
     :meth:`merged` or :func:`dataclasses.replace`.
 
     Attributes:
-        optimiser, weights, schedule: see the classes.
-        record: iteration counts at which the convergence record samples the objective (and
+        optimiser, weights: see the classes.
+        init: where a solve without a given start begins: 'kinematic' (each segment's rotation
+            read off its plates, :mod:`rbmcap.baseline.init`) or 'rest' (the rest pose, rigidly
+            aligned).
+        record: sweep counts at which the convergence record samples the objective (and
             MPJPE when the truth is given), sorted, each once; the final iteration is always
             recorded.
         dtype: 'float32' or 'float64'.
@@ -90,7 +87,7 @@ class SolverConfig:
 
     optimiser: OptimiserConfig
     weights: WeightsConfig
-    schedule: ScheduleConfig
+    init: str
     record: tuple[int, ...]
     dtype: str
 
@@ -140,22 +137,17 @@ def _non_negative(v) -> bool:
 
 
 _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "optimiser.name": (lambda v: v in OPTIMISERS, f"expected one of {OPTIMISERS}"),
     "optimiser.iterations": (_non_negative, "must be ≥ 0"),
-    "optimiser.lr": (_positive, "must be > 0"),
-    "optimiser.history": (lambda v: v >= 1, "must be ≥ 1"),
-    "optimiser.tolerance": (_non_negative, "must be ≥ 0"),
+    "optimiser.tolerance": (_non_negative, "must be ≥ 0 (0: run every sweep)"),
+    "optimiser.chunk": (lambda v: v >= 1, "must be ≥ 1"),
     "weights.position_sigma_mm": (_positive, "must be > 0"),
     "weights.rotation_sigma_deg": (_positive, "must be > 0"),
     "weights.prior": (_non_negative, "must be ≥ 0"),
     "weights.pose_l2": (_non_negative, "must be ≥ 0"),
     "weights.accel_sigma": (_non_negative, "must be ≥ 0 (0: no smoothness term)"),
     "weights.betas": (_non_negative, "must be ≥ 0"),
-    "schedule.window": (_non_negative, "must be ≥ 0 (0: the whole sequence)"),
-    "schedule.init": (lambda v: v in INITS, f"expected one of {INITS}"),
-    "schedule.shape_frames": (lambda v: v >= 1, "must be ≥ 1"),
-    "schedule.shape_iterations": (_non_negative, "must be ≥ 0"),
-    "record": (lambda v: all(r >= 0 for r in v), "iteration counts must be ≥ 0"),
+    "init": (lambda v: v in INITS, f"expected one of {INITS}"),
+    "record": (lambda v: all(r >= 0 for r in v), "sweep counts must be ≥ 0"),
     "dtype": (lambda v: v in DTYPES, f"expected one of {DTYPES}"),
 }
 """Range and choice of every key (the one place they are stated)."""

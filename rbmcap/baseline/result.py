@@ -27,17 +27,15 @@ the evaluation reads each baseline off its curve there)."""
 class ConvergenceRecord:
     """Objective (and accuracy, given the truth) against the optimiser iteration count.
 
-    Each list has one entry per recorded iteration count. With several windows, entry k holds
-    every window after ``iterations[k]`` iterations: objectives, evaluations and seconds are
-    summed over windows, MPJPE is averaged over all frames.
+    Each list has one entry per recorded sweep count (:mod:`rbmcap.baseline.sequence`: a sweep
+    is one Levenberg–Marquardt step of every frame).
 
     Attributes:
-        iterations: optimiser iterations per window at each record.
-        evaluations: objective evaluations up to there (all windows; L-BFGS line searches use
-            more than one per iteration).
+        iterations: sweeps at each record.
+        evaluations: Jacobian evaluations of every frame up to there (one per sweep).
         objective: total objective (see :mod:`rbmcap.baseline.objective`).
-        seconds: solver wall time up to there, including the initialisation (and the shape
-            stage when there are windows), excluding the recording itself.
+        seconds: solver wall time up to there, including the start, excluding the recording
+            itself.
         mpjpe_mm: MPJPE (mm, no alignment) against the true joints, or None without truth.
         frames: frames solved.
     """
@@ -95,11 +93,13 @@ class Solution:
             conversion to axis-angle).
         joints: (T, 24, 3) posed joints (m).
         record: the convergence record.
-        seconds: solver wall time (initialisation included, recording excluded).
-        iterations: optimiser iterations per window; evaluations: objective evaluations in all.
+        seconds: solver wall time (the start included, recording excluded).
+        iterations: sweeps run; evaluations: Jacobian evaluations of every frame (one a sweep).
         config: the solver configuration used (plain dict).
-        snapshots: with ``solve(..., snapshots=True)``, the answer at each recorded iteration
+        snapshots: with ``solve(..., snapshots=True)``, the answer at each recorded sweep
             count; see :meth:`at`.
+        converged: the solve stopped on the tolerance (False: it ran its sweeps).
+        unseen: frames with no plate seen, held at the start.
     """
 
     params: SMPLParams
@@ -111,6 +111,8 @@ class Solution:
     evaluations: int
     config: dict = field(default_factory=dict)
     snapshots: dict[int, SMPLParams] | None = None
+    converged: bool = False
+    unseen: int = 0
 
     @property
     def poses(self) -> torch.Tensor:
@@ -161,4 +163,6 @@ class Solution:
             "seconds": self.seconds,
             "ms_per_frame": self.ms_per_frame,
             "mpjpe_mm": float(mp[-1]) if mp else math.nan,
+            "converged": self.converged,
+            "unseen_frames": self.unseen,
         }

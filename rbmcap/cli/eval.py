@@ -1,4 +1,4 @@
-"""``rbmcap eval``: the network against the optimisation baseline and the hybrid.
+"""``rbmcap eval``: the network against the optimisation baseline, the hybrid and refinement.
 
 Every option is a field of :class:`rbmcap.evaluation.EvalOptions` (``dest`` is the field's name)
 and defaults to it; the checks are the dataclass's.
@@ -12,11 +12,17 @@ import json
 import logging
 from pathlib import Path
 
-from rbmcap.evaluation.options import HYBRID_CLAIM_FRACTION, PRECISIONS, defaults
+from rbmcap.evaluation.options import (
+    HYBRID_CLAIM_FRACTION,
+    PRECISIONS,
+    REFINE_DEFAULT,
+    defaults,
+)
 from rbmcap.evaluation.wording import fraction_in_words
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """The command's arguments. Long because each option is one ``add_argument`` call."""
     d = defaults()
     p = sub.add_parser("eval", help="evaluate a checkpoint (and the baselines) on a dataset split")
     p.set_defaults(**d)
@@ -26,13 +32,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", action="store_true", help="also run the 6-DoF optimisation")
     p.add_argument("--hybrid", action="store_true", help="also run network + optimisation")
     p.add_argument(
+        "--refine",
+        type=int,
+        nargs="?",
+        const=REFINE_DEFAULT,
+        metavar="SWEEPS",
+        help="also run refinement: the network's answer, then SWEEPS Levenberg–Marquardt "
+        "sweeps of the solver's objective (default: the refine config's count)",
+    )
+    p.add_argument(
         "--point-data",
         type=Path,
         help="a point-marker dataset (e.g. moshpp53) of the same motions: run the "
         "point-marker optimisation on it",
     )
     p.add_argument(
-        "--prior", type=Path, help="pose prior .npz (default: fitted on the data's train split)"
+        "--prior", type=Path, help="pose prior .npz (default: the one shipped with rbmcap)"
     )
     _solver_arguments(p, d)
     p.add_argument("--body", help="body model path (default: the data's stand-in)")
@@ -79,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _solver_arguments(p: argparse.ArgumentParser, d: dict) -> None:
     """The solvers' options: configs, iterations, the hybrid's budget and oracle starts."""
-    for flag in ("solver", "hybrid", "point"):
+    for flag in ("solver", "hybrid", "refine", "point"):
         p.add_argument(
             f"--{flag}-config",
             help=f"conf/baseline name or YAML path (default {d[f'{flag}_config']})",

@@ -1,4 +1,4 @@
-"""``rbmcap infer CAPTURE.npz --out motion.npz [--method network|solver|hybrid] [--ckpt CKPT]
+"""``rbmcap infer CAPTURE.npz --out motion.npz [--method refine|network|hybrid|solver] [--ckpt CKPT]
 [--calib calib.yaml] [--prior prior.npz] [--solver-config NAME] [--iterations N]
 [--markers NAME] [--bvh out.bvh] [--glb out.glb] [--ply-every N [--ply-dir DIR]] [--model BODY]
 [--json]``: SMPL from a capture."""
@@ -10,27 +10,33 @@ import json
 import sys
 from pathlib import Path
 
+METHODS = ("refine", "network", "hybrid", "solver")
+""":data:`rbmcap.inference.solve_capture.METHODS`, written out so that the command line reads it
+without importing torch (a test keeps the two equal); the first is the default."""
+
+DEFAULT_METHOD = METHODS[0]
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "infer",
         help="infer an SMPL motion from a capture file and export it",
-        description="Run a trained checkpoint, the optimisation solver, or both "
-        "(hybrid) on a capture (.npz from `rbmcap import`) and write the motion "
-        "and its exports.",
+        description="Run a trained checkpoint, then optionally the optimisation solver from its "
+        "answer, on a capture (.npz from `rbmcap import`) and write the motion and its exports.",
     )
     p.add_argument("capture", help="capture .npz written by `rbmcap import`")
     p.add_argument(
         "--method",
-        default="network",
-        choices=("network", "solver", "hybrid"),
-        help="network (default), solver (optimisation), or hybrid (the solver "
-        "started from the network's answer)",
+        default=DEFAULT_METHOD,
+        choices=METHODS,
+        help="refine (default: the network's answer, then a fixed number of solver sweeps; "
+        "the most accurate for its time), network (alone), hybrid (the network's answer, "
+        "then the solver until converged) or solver (the solver alone, until converged)",
     )
     p.add_argument(
         "--ckpt",
         default=None,
-        help="checkpoint (.ckpt) or pretrained model name (required for network and hybrid)",
+        help="checkpoint (.ckpt) or pretrained model name (required for every method but solver)",
     )
     p.add_argument("--calib", default=None, help="calibration YAML from `rbmcap calibrate`")
     p.add_argument("--out", required=True, help="motion .npz (AMASS style)")
@@ -40,14 +46,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--solver-config",
         default=None,
-        help="solver configuration name or YAML (default: default for solver, hybrid for hybrid)",
+        help="solver configuration name or YAML (default: refine for refine, default for "
+        "hybrid and solver)",
     )
     p.add_argument(
         "--iterations",
         type=int,
         default=None,
-        help="solver iterations (default: "
-        "the solver configuration's: 1000 for solver, 30 for hybrid)",
+        help="solver sweeps, ≥ 1 (default: the solver configuration's: the count for refine, "
+        "at most 200 for hybrid and solver, which stop when converged)",
     )
     p.add_argument(
         "--markers",
@@ -138,6 +145,8 @@ def _summary(args: argparse.Namespace, answer, predictor, calib, written: dict) 
         "seconds_per_frame": answer.seconds_per_frame,
         "iterations": answer.iterations,
         "solver_config": answer.solver_config,
+        "converged": answer.converged,
+        "unseen_frames": answer.unseen,
         "model_fps": None if predictor is None else predictor.fps,
         "marker_set": motion.source.get("marker_set"),
         "calibrated": calib is not None,

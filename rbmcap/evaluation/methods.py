@@ -11,13 +11,13 @@ each further sequence costs, whatever the number of sequences.
 
 - :class:`NetworkMethod`: the trained checkpoint through :class:`rbmcap.inference.Predictor`.
 - :class:`BaselineMethod`: the optimisation solver, 6-DoF on the RBM data or on a point-marker
-  dataset of the same motions, read off its convergence curve: its answer and time at the
-  iteration count where the split's accuracy converged (a snapshot: what a solve stopped there
-  returns), so a generous iteration budget does not count against it and its accuracy and time
-  belong to the same run.
+  dataset of the same motions, each sequence solved until it converged by the solver's own rule
+  (a sweep that lowers the objective by less than the configuration's tolerance).
 - :class:`HybridMethod`: the solver started from the network's answer, with the iterations that
   fit in a fraction of the baseline's converged time, network pass included, measured on its
   own solves (:meth:`HybridMethod.calibrate`); its times and its curve include that pass.
+- :class:`RefineMethod`: the network's answer, then a fixed number of solver sweeps; its times
+  and its curve include the network pass.
 - :class:`OracleStartMethod`: the hybrid, same budget, from the truth moved a fraction of the way
   to the network's answer (:mod:`rbmcap.evaluation.oracle`): what network the claim needs.
 """
@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rbmcap.baseline.result import CONVERGED_ATOL_MM, CONVERGED_RTOL
 from rbmcap.body.params import SMPLParams
 from rbmcap.evaluation.oracle import scaled_error_start
 from rbmcap.evaluation.results import MethodResult, aggregate_records
@@ -135,19 +134,19 @@ class SolverRun:
 
 
 class BaselineMethod(Method):
-    """The solver, read off its convergence curve where the split's MPJPE converged.
+    """The solver, each sequence until it converged (the solver configuration's tolerance).
 
-    :meth:`prepare` solves every sequence keeping snapshots; :meth:`run` returns a sequence's
-    snapshot at the converged iteration count and the time to get there. ``sequences`` maps
-    the split to what it solves (e.g. :class:`~rbmcap.evaluation.sequences.CounterpartSplit`
-    for a point-marker dataset of the same motions); None: the split itself.
+    :meth:`prepare` solves every sequence; :meth:`run` returns its answer and time.
+    ``sequences`` maps the split to what it solves (e.g.
+    :class:`~rbmcap.evaluation.sequences.CounterpartSplit` for a point-marker dataset of the
+    same motions); None: the split itself.
     """
 
     def __init__(self, key: str, label: str, solve: SolverRun, sequences=None) -> None:
         self.key, self.label, self.solve = key, label, solve
         self._sequences = sequences
         self._solutions: dict = {}
-        self.iterations: int | None = None  # where the split's MPJPE converged, after prepare
+        self.iterations: int | None = None  # the most sweeps a sequence took, after prepare
         self.curve = None  # rbmcap.baseline.ConvergenceRecord of the split, after prepare
 
     def sequences(self, split):
@@ -157,17 +156,20 @@ class BaselineMethod(Method):
         self.solve.warm_up(self.sequences(split))
         for seq in self.sequences(split):
             log.info("  solving %s (%d frames)", seq.name, seq.frames)
-            self._solutions[seq.name] = self.solve.solve(seq, snapshots=True)
-        self.curve = aggregate_records([s.record.to_dict() for s in self._solutions.values()])
-        self.iterations = self.curve.converged_at(rtol=CONVERGED_RTOL, atol=CONVERGED_ATOL_MM)
+            self._solutions[seq.name] = self.solve.solve(seq)
+        sols = list(self._solutions.values())
+        self.curve = aggregate_records([s.record.to_dict() for s in sols])
+        self.iterations = max((s.iterations for s in sols), default=None)
+        unconverged = [name for name, s in self._solutions.items() if not s.converged]
+        if unconverged:
+            log.warning("  not converged in its sweeps: %s", ", ".join(unconverged))
 
     def run(self, seq: Sequence) -> tuple[SMPLParams, float]:
-        return self._solutions.pop(seq.name).at(self.iterations)  # its snapshots freed
+        sol = self._solutions.pop(seq.name)
+        return sol.params, sol.seconds
 
     def finish(self, result: MethodResult) -> None:
         result.iterations = self.iterations
-        k = self.curve.iterations.index(self.iterations)
-        result.converged_ms_per_frame = self.curve.ms_per_frame[k]
         result.convergence = [self.curve.to_dict()]
 
 
@@ -289,6 +291,35 @@ class HybridMethod(Method):
     def finish(self, result: MethodResult) -> None:
         total = aggregate_records(self.records)
         result.iterations = None if total is None else total.iterations[-1]
+        result.convergence = [] if total is None else [total.to_dict()]
+
+
+class RefineMethod(Method):
+    """Refinement: the network's answer, then ``solve.iterations`` sweeps (a fixed count, every
+    sequence the same); its time and every time of its curve include the network pass."""
+
+    key = "refine"
+
+    def __init__(self, solve: SolverRun, network: NetworkMethod) -> None:
+        self.solve, self.network = solve, network
+        self.label = f"refined (network + {solve.iterations} sweeps)"
+        self.records: list[dict] = []
+
+    def prepare(self, split, done) -> None:
+        self.solve.warm_up(split)
+
+    def run(self, seq: Sequence) -> tuple[SMPLParams, float]:
+        start, network_seconds = self.network.answers[seq.name]
+        sol = self.solve.solve(seq, init=start, tolerance=0)
+        record = sol.record.to_dict()
+        record["seconds"] = [s + network_seconds for s in record["seconds"]]
+        record["ms_per_frame"] = [1e3 * s / max(seq.frames, 1) for s in record["seconds"]]
+        self.records.append(record)
+        return sol.params, sol.seconds + network_seconds
+
+    def finish(self, result: MethodResult) -> None:
+        result.iterations = self.solve.iterations
+        total = aggregate_records(self.records)
         result.convergence = [] if total is None else [total.to_dict()]
 
 

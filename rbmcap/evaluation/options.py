@@ -22,6 +22,10 @@ PRECISIONS = ("float32", "bfloat16", "int8")
 """:data:`rbmcap.inference.narrow.PRECISIONS`, written out so that the command line reads it
 without importing torch (a test keeps the two equal)."""
 
+REFINE_DEFAULT = -1
+""":attr:`EvalOptions.refine` that takes the sweep count of ``refine_config`` (``--refine``
+without a number)."""
+
 HYBRID_CLAIM_FRACTION = 0.2
 """The hybrid claim: the 6-DoF baseline's accuracy in at most this fraction of its
 converged time. The default hybrid budget and the claim the report judges."""
@@ -37,15 +41,19 @@ class EvalOptions:
         split: the split evaluated.
         baseline: also run the 6-DoF optimisation baseline.
         hybrid: also run the solver started from the network's answer.
+        refine: also run refinement: the network's answer, then this many Levenberg–Marquardt
+            sweeps (a count; :data:`REFINE_DEFAULT` takes the ``refine_config``'s); None: not.
         point_data: a point-marker dataset (e.g. moshpp53) of the same motions: also run the
             point-marker optimisation on it.
-        prior: pose prior ``.npz`` (None: fitted on the data's train split).
+        prior: pose prior ``.npz`` of every solving method (None: the prior shipped with
+            rbmcap, :func:`rbmcap.baseline.prior.default_pose_prior`).
         max_frames: frames to evaluate at most, over all sequences (None: all).
         frames_per_sequence: evaluate only each sequence's first N frames (None: all).
         sequences: evaluate only the sequences whose names match this glob (``fnmatch``, case
             sensitive; e.g. ``"cmu-iclone/*"`` for the real clips of a mixed dataset), or all.
-        solver_config, hybrid_config, point_config: ``conf/baseline`` names or YAML paths of
-            the 6-DoF baseline, the hybrid and the point-marker baseline.
+        solver_config, hybrid_config, refine_config, point_config: ``conf/baseline`` names or
+            YAML paths of the 6-DoF baseline, the hybrid, refinement and the point-marker
+            baseline.
         solver_iterations: optimiser iterations of every solve without a planned budget
             (None: each solver config's own); a quick look, not a converged baseline.
         hybrid_fraction: with the baseline, the hybrid gets the iterations that fit in this
@@ -77,13 +85,15 @@ class EvalOptions:
     split: str = "test"
     baseline: bool = False
     hybrid: bool = False
+    refine: int | None = None
     point_data: str | Path | None = None
     prior: str | Path | None = None
     max_frames: int | None = None
     frames_per_sequence: int | None = None
     sequences: str | None = None
     solver_config: str = "default"
-    hybrid_config: str = "hybrid"
+    hybrid_config: str = "default"
+    refine_config: str = "refine"
     point_config: str = "points"
     solver_iterations: int | None = None
     hybrid_fraction: float | None = HYBRID_CLAIM_FRACTION
@@ -110,6 +120,11 @@ class EvalOptions:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or int(value) != value or value <= 0):
                 raise ConfigError(f"eval option {name} = {value}: must be a positive integer")
+        r = self.refine
+        if r is not None and (
+            isinstance(r, bool) or int(r) != r or (r <= 0 and r != REFINE_DEFAULT)
+        ):
+            raise ConfigError(f"eval option refine = {r}: expected a number of sweeps ≥ 1")
         if self.hybrid_fraction is not None and not 0 <= self.hybrid_fraction <= 1:
             raise ConfigError(
                 f"eval option hybrid_fraction = {self.hybrid_fraction}: expected 0 … 1"

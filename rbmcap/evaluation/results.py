@@ -148,22 +148,34 @@ def methods_json(methods: dict[str, MethodResult]) -> dict[str, dict]:
 def aggregate_records(records: list[dict]):
     """The solver's convergence records (``ConvergenceRecord.to_dict()``) of all sequences as
     one :class:`~rbmcap.baseline.ConvergenceRecord`: frames, evaluations, objectives and seconds
-    summed, MPJPE averaged over frames. None without records."""
+    summed, MPJPE averaged over frames, at every sweep count any record has. A solve that
+    stopped (converged) before a count is counted there as it stopped; between two of its own
+    records, at its earlier one. None without records."""
     if not records:
         return None
-    iters = records[0]["iterations"]
+    iters = sorted({it for c in records for it in c["iterations"]})
     frames = sum(c["frames"] for c in records)
 
-    def total(key):
-        return [sum(c[key][k] for c in records) for k in range(len(iters))]
+    def at(c, it):
+        """Index of record ``c``'s entry at sweep count ``it``."""
+        return max(k for k, own in enumerate(c["iterations"]) if own <= it)
 
+    index = [[at(c, it) for it in iters] for c in records]
+
+    def total(key):
+        return [sum(c[key][ix[k]] for c, ix in zip(records, index)) for k in range(len(iters))]
+
+    has_mpjpe = all(c.get("mpjpe_mm") is not None for c in records)
     return ConvergenceRecord(
-        iterations=list(iters),
+        iterations=iters,
         evaluations=total("evaluations"),
         objective=total("objective"),
         seconds=total("seconds"),
         mpjpe_mm=[
-            sum(c["mpjpe_mm"][k] * c["frames"] for c in records) / frames for k in range(len(iters))
-        ],
+            sum(c["mpjpe_mm"][ix[k]] * c["frames"] for c, ix in zip(records, index)) / frames
+            for k in range(len(iters))
+        ]
+        if has_mpjpe
+        else None,
         frames=frames,
     )

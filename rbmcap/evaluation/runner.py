@@ -14,9 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-import numpy as np
-
-from rbmcap.baseline import Solver, fit_pose_prior, load_pose_prior
+from rbmcap.baseline import Solver, default_pose_prior, load_pose_prior
 from rbmcap.body import load_body_model
 from rbmcap.body.model import BodyModel
 from rbmcap.dataset import RBMDataset
@@ -28,6 +26,7 @@ from rbmcap.evaluation.methods import (
     Method,
     NetworkMethod,
     OracleStartMethod,
+    RefineMethod,
     SolverRun,
 )
 from rbmcap.evaluation.occlusion import Condition, conditions
@@ -143,8 +142,8 @@ class EvalSetup:
 
     @cached_property
     def prior(self):
-        """The solvers' pose prior (fitted on first use when no file is given)."""
-        return _prior(self.opts, self.body)
+        """The solvers' pose prior: the given file, else the one shipped with rbmcap."""
+        return _prior(self.opts)
 
     def solver_run(self, config: str, marker_set: str | None = None) -> SolverRun:
         """A solver with ``config`` (a ``conf/baseline`` name or YAML path) for ``marker_set``
@@ -195,6 +194,10 @@ def build_methods(setup: EvalSetup, points: bool = True) -> Iterator[Method]:
         yield HybridMethod(hybrid, network, plan)
         for f in opts.start_errors:
             yield OracleStartMethod(hybrid, network, plan, f)
+    if opts.refine is not None:
+        run = setup.solver_run(opts.refine_config)
+        sweeps = opts.refine if opts.refine > 0 else run.solver.config.optimiser.iterations
+        yield RefineMethod(replace(run, iterations=sweeps), network)
     if opts.point_data is not None and points:
         yield _point_baseline(setup)
 
@@ -233,14 +236,8 @@ def _body(data, spec: str | None):
     return body
 
 
-def _prior(opts: EvalOptions, body):
-    """The pose prior: a given file, else fitted on the dataset's train split (logged)."""
+def _prior(opts: EvalOptions):
+    """The pose prior: a given file, else the one shipped with rbmcap."""
     if opts.prior is not None:
         return load_pose_prior(opts.prior)
-    try:
-        train = RBMDataset(opts.data, "train")
-    except DataError:
-        log.warning("no train split in %s: solving without a pose prior", opts.data)
-        return None
-    log.info("fitting the baseline's pose prior on %s (train split)", opts.data)
-    return fit_pose_prior(np.asarray(train.arrays["poses"]), num_components=8, seed=0)
+    return default_pose_prior()

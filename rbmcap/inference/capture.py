@@ -170,6 +170,14 @@ def predict_capture(predictor, capture, calibration=None, *, progress: bool = Fa
         ``trans`` (T, 3) m, world Z up, ``betas`` (B,), the checkpoint body's gender.
     """
     cap = calibrated_plates(capture, predictor.marker_names, predictor.marker_set, calibration)
+    return predict_plates(predictor, cap, calibration, capture.source, progress=progress)
+
+
+def predict_plates(
+    predictor, cap, calibration=None, source: str | None = None, *, progress: bool = False
+) -> SMPLMotion:
+    """:func:`predict_capture` from steps 3 on: ``cap`` holds the marker set's plates in its
+    order, already calibrated (:func:`calibrated_plates`); ``source`` names the capture."""
     fps = model_fps(predictor)
     same_rate = abs(fps - cap.fps) <= 1e-6 * fps
     obs = (cap.pos, cap.rot, cap.valid)
@@ -184,13 +192,13 @@ def predict_capture(predictor, capture, calibration=None, *, progress: bool = Fa
         rotmats = _interp_rotations(rotmats, lo, hi, w)
         poses = roma.rotmat_to_rotvec(torch.from_numpy(rotmats)).numpy()
         trans = _lerp(trans, lo, hi, w)
-    source = {
-        "capture": capture.source,
+    info = {
+        "capture": source,
         "marker_set": predictor.marker_set,
         "model_fps": fps,
         "calibrated": calibration is not None,
     }
-    name = Path(capture.source).stem if capture.source else "capture"
+    name = Path(source).stem if source else "capture"
     return SMPLMotion(
         poses=poses,
         trans=trans,
@@ -198,7 +206,7 @@ def predict_capture(predictor, capture, calibration=None, *, progress: bool = Fa
         gender=_gender(predictor.body_id),
         fps=cap.fps,
         name=name,
-        source=source,
+        source=info,
     )
 
 

@@ -16,9 +16,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from rbmcap.baseline.solver import Solver
 from rbmcap.body.params import SMPLParams
 from rbmcap.checkpoint import load_model
-from rbmcap.errors import DataError, ModelError
+from rbmcap.errors import ConfigError, DataError, ModelError
 from rbmcap.inference.capture import checkpoint_body, predict_capture
 from rbmcap.inference.narrow import narrowed
 from rbmcap.inference.refine import RefineOptions
@@ -62,6 +63,7 @@ class Predictor:
         self.num_markers = len(config.markers["parents"])
         self.body_id: str = config.body_id
         self.fps = float(config.fps)  # the training data's frame rate (Hz)
+        self._refiner = None
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str = "cpu", **kwargs) -> Predictor:
@@ -90,18 +92,54 @@ class Predictor:
             raise DataError("observations have no frames")
         return pos, rot, valid
 
-    @torch.no_grad()
     def predict(
-        self, pos, rot, valid, *, progress: bool = False, smoothing: float | None = None
+        self,
+        pos,
+        rot,
+        valid,
+        *,
+        progress: bool = False,
+        smoothing: float | None = None,
+        refine: int | None = None,
     ) -> SMPLParams:
         """Predict a whole sequence: pos (T, N, 3) m, rot (T, N, 3, 3), valid (T, N) bool;
         ``progress`` shows a bar over the chunks on stderr; ``smoothing`` overrides the
-        predictor's σ (frames) for this call.
+        predictor's σ (frames) for this call; ``refine``: that many Levenberg–Marquardt sweeps
+        of the solver's objective after the network (:meth:`refiner`; the betas refined over
+        the sequence; the sequence's frame rate taken as the checkpoint's), None: the
+        network's answer.
 
         Returns:
             :class:`SMPLParams` (CPU float32): ``poses`` (T, 24, 3), ``betas`` (B,) averaged over
-            the frames, ``trans`` (T, 3) m.
+            the frames (refined: fitted), ``trans`` (T, 3) m.
+
+        Raises:
+            DataError: observations of the wrong shape or without frames.
+            ConfigError: ``refine`` not a count ≥ 1.
         """
+        if refine is not None and (isinstance(refine, bool) or int(refine) != refine or refine < 1):
+            raise ConfigError(f"refine={refine!r}: expected a number of sweeps ≥ 1")
+        params = self._predict(pos, rot, valid, progress, smoothing)
+        if refine is None:
+            return params
+        sol = self.refiner().solve(
+            pos, rot, valid, fps=self.fps, init=params, iterations=int(refine), tolerance=0
+        )
+        return sol.params
+
+    def refiner(self):
+        """The :class:`~rbmcap.baseline.Solver` ``predict(refine=...)`` runs: the checkpoint's
+        body and marker set, ``conf/baseline/refine.yaml``, the shipped pose prior (built on
+        first use). For another prior or configuration, build a ``Solver`` and pass the
+        network's answer as its ``init``."""
+        if self._refiner is None:
+            body = checkpoint_body(self.body_id)
+            self._refiner = Solver(body, self.marker_set, "refine", device=self.device)
+        return self._refiner
+
+    @torch.no_grad()
+    def _predict(self, pos, rot, valid, progress, smoothing) -> SMPLParams:
+        """The network's answer (:meth:`predict` without refinement)."""
         pos, rot, valid = self._check(pos, rot, valid)
         t = pos.shape[0]
         step = self.chunk - 2 * self.overlap

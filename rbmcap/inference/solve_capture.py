@@ -1,26 +1,31 @@
-"""SMPL motion of a real capture by the network, the optimisation solver, or both (hybrid).
+"""SMPL motion of a real capture: the network, then the optional optimisation, then the answer.
 
-:func:`infer_capture` is what ``rbmcap infer --method`` runs:
+:func:`infer_capture` is what ``rbmcap infer --method`` runs, one route for every method:
 
-- ``network``: :func:`rbmcap.inference.capture.predict_capture` (the checkpoint's answer).
-- ``solver``: :func:`solve_capture`, the optimisation baseline (:class:`rbmcap.baseline.Solver`)
-  fitted to the capture's plates from its own kinematic start.
-- ``hybrid``: the network's answer as the solver's start, then a few solver iterations.
-
-The solver side (:func:`solve_capture`):
-
-1. the capture's plates are matched to the marker set by name (as for the network);
-2. a calibration, when given, maps the physical plates onto their virtual counterparts
-   (:meth:`rbmcap.calibrate.Calibration.apply`), and its betas are the solver's betas, **held**
+1. the capture's plates are matched to the marker set by name and, when a calibration is given,
+   mapped onto their virtual counterparts (:func:`rbmcap.inference.capture.calibrated_plates`),
+   once;
+2. the network (``network``, ``refine``, ``hybrid``) answers
+   (:func:`rbmcap.inference.capture.predict_plates`);
+3. the optimisation (``refine``, ``hybrid``, ``solver``: :class:`rbmcap.baseline.Solver`, the
+   Levenberg–Marquardt sweeps of :mod:`rbmcap.baseline.sequence`) starts from that answer, or
+   from its own kinematic start (``solver``), at the capture's own rate (the smoothness term is
+   in physical units), over the whole take in one batch, with the shipped pose prior unless
+   another is given. A calibration's betas are **held**
    (``Solver.solve(hold_betas=True)``): the calibration measured the subject's shape on frames
-   chosen for it, and a solve of one take would otherwise trade shape against pose. Without a
-   calibration the betas are fitted with the pose (from the network's in the hybrid);
-3. the solver runs at the capture's own rate (its smoothness term is in physical units, so a
-   100 Hz capture needs no resampling), over the whole take in one batch;
-4. the pose prior is :func:`rbmcap.baseline.prior.default_pose_prior` unless another is given.
+   chosen for it. Without one, the betas are fitted over the take with the poses.
 
-Solver configurations: ``default`` for the solver, ``hybrid`` (30 iterations) for the hybrid,
-unless another is named (:func:`rbmcap.baseline.config.load_solver_config`).
+The methods differ in where the optimisation starts and when it stops:
+
+- ``network``: no optimisation.
+- ``refine`` (the default): the network's answer, then a fixed count of sweeps
+  (``conf/baseline/refine.yaml``; ``iterations`` overrides it): reproducible, and the most
+  accurate answer for its time (docs/results.md#offline-refinement).
+- ``hybrid``: the network's answer, then sweeps until converged (``default.yaml``'s tolerance).
+- ``solver``: the kinematic start, then sweeps until converged.
+
+Frames where no plate is seen keep the start's answer (the network's, or the kinematic start's
+nearest seen frame): :attr:`CaptureAnswer.unseen` counts them.
 """
 
 from __future__ import annotations
@@ -31,18 +36,22 @@ from pathlib import Path
 
 import numpy as np
 
-from rbmcap.baseline.prior import default_pose_prior
-from rbmcap.baseline.solver import Solver
+from rbmcap.baseline.solver import DEFAULT_PRIOR, Solver
 from rbmcap.errors import ConfigError, DataError
-from rbmcap.inference.capture import calibrated_plates, checkpoint_body, predict_capture
+from rbmcap.inference.capture import calibrated_plates, checkpoint_body, predict_plates
 from rbmcap.markers.markerset import DEFAULT_MARKERS, MarkerSet, load_marker_set
 from rbmcap.motion.smpl_motion import SMPLMotion
 
-METHODS = ("network", "solver", "hybrid")
-"""What ``rbmcap infer --method`` takes."""
+METHODS = ("refine", "network", "hybrid", "solver")
+"""What ``rbmcap infer --method`` takes; the first is the default."""
 
-DEFAULT_SOLVER_CONFIG = {"solver": "default", "hybrid": "hybrid"}
-"""The solver configuration of each solving method when none is named."""
+DEFAULT_METHOD = METHODS[0]
+
+NETWORK_METHODS = ("network", "refine", "hybrid")
+"""Methods that start from the network's answer (and need a checkpoint)."""
+
+DEFAULT_SOLVER_CONFIG = {"solver": "default", "hybrid": "default", "refine": "refine"}
+"""The solver configuration of each optimising method when none is named."""
 
 
 @dataclass
@@ -51,10 +60,13 @@ class CaptureAnswer:
 
     Attributes:
         motion: the SMPL motion (the capture's frame count and fps, world Z up, metres).
-        method: 'network', 'solver' or 'hybrid'.
+        method: one of :data:`METHODS`.
         seconds: wall-clock seconds of the whole method (network pass, solver set-up and solve).
-        iterations: solver iterations run (None for the network).
+        iterations: solver sweeps run (None for the network).
         solver_config: the solver configuration's name or path (None for the network).
+        converged: the solve stopped on its tolerance (None for the network and ``refine``).
+        unseen: frames where no plate is seen, whose answer is the start's (None for the
+            network alone).
     """
 
     motion: SMPLMotion
@@ -62,64 +74,104 @@ class CaptureAnswer:
     seconds: float
     iterations: int | None = None
     solver_config: str | None = None
+    converged: bool | None = None
+    unseen: int | None = None
 
     @property
     def seconds_per_frame(self) -> float:
         return self.seconds / max(self.motion.num_frames, 1)
 
 
-def solve_capture(
+def infer_capture(
     capture,
     calibration=None,
     *,
-    body,
-    markers=DEFAULT_MARKERS,
+    method: str = DEFAULT_METHOD,
+    predictor=None,
+    body=None,
+    markers=None,
     prior=None,
-    config="default",
+    solver_config=None,
     iterations: int | None = None,
-    init: SMPLMotion | None = None,
     device: str = "cpu",
-):
-    """Fit SMPL to a capture's plates with the optimisation solver (module docstring).
+    progress: bool = False,
+) -> CaptureAnswer:
+    """SMPL motion of a capture by ``method`` (module docstring), timed. Long because its
+    docstring states every argument: the steps are the module docstring's, one call each.
 
     Args:
         capture: a :class:`~rbmcap.io.capture.Capture` (world Z up, metres).
         calibration: None or a ``rbmcap.calibrate.Calibration`` of the same session.
-        body: the :class:`~rbmcap.body.BodyModel` to fit.
-        markers: the marker set (name, YAML path or :class:`~rbmcap.markers.MarkerSet`).
-        prior: a :class:`~rbmcap.baseline.prior.GaussianMixturePrior`, a path to one, or None
-            (the shipped :func:`~rbmcap.baseline.prior.default_pose_prior`).
-        config: solver configuration (name, YAML path or ``SolverConfig``).
-        iterations: optimiser iterations (default: the configuration's).
-        init: a start (the hybrid: the network's motion, same frames); None: the solver's own.
+        method: one of :data:`METHODS`.
+        predictor: a :class:`~rbmcap.inference.Predictor`; required for
+            :data:`NETWORK_METHODS`.
+        body: the body the solver fits (default: the checkpoint's body, else the stand-in).
+        markers: the solver's marker set (default: the checkpoint's, else rbm14).
+        prior: the solver's pose prior (a :class:`~rbmcap.baseline.GaussianMixturePrior` or a
+            path; None: the one shipped with rbmcap).
+        solver_config: default :data:`DEFAULT_SOLVER_CONFIG` of the method.
+        iterations: sweeps (``refine``: the count; ``hybrid``, ``solver``: at most); default
+            the configuration's.
         device: 'cpu', 'cuda', ...
-
-    Returns:
-        (:class:`SMPLMotion` with the capture's frames and fps, the solver's
-        :class:`~rbmcap.baseline.result.Solution`).
+        progress: a progress bar over the network's chunks on stderr.
 
     Raises:
-        DataError: a marker-set plate missing from the capture, no frames, an ``init`` of
-            another frame count. ConfigError: a bad solver configuration, a calibration
-            without an offset for a plate.
+        ConfigError: an unknown method, a network method without a predictor, a sweep count
+            below 1, a prior file that is not a pose prior, a bad solver configuration, a
+            calibration without an offset for a plate.
+        DataError: a marker-set plate missing from the capture, no frames.
     """
-    ms = markers if isinstance(markers, MarkerSet) else load_marker_set(markers)
+    _check_method(method, iterations, predictor)
+    body, ms = _solver_body_and_markers(predictor, body, markers)
+    solver = None
+    if method != "network":  # a bad prior or configuration fails before any work
+        config = solver_config or DEFAULT_SOLVER_CONFIG[method]
+        prior = DEFAULT_PRIOR if prior is None else prior
+        solver = Solver(body, ms, config, prior=prior, device=device)
+    label = capture.source or "capture"
+    t0 = time.perf_counter()
     cap = calibrated_plates(capture, list(ms.names), ms.name, calibration)
-    start = _start(cap, init, calibration, capture.source or "capture")
-    held = getattr(calibration, "betas", None) is not None
-    solver = Solver(
-        body, ms, config, prior=default_pose_prior() if prior is None else prior, device=device
+    start = None
+    if method in NETWORK_METHODS:
+        net_cap = cap
+        if ms.name != predictor.marker_set:
+            names = predictor.marker_names
+            net_cap = calibrated_plates(capture, names, predictor.marker_set, calibration)
+        start = predict_plates(predictor, net_cap, calibration, capture.source, progress=progress)
+        if method == "network":
+            return CaptureAnswer(start, method, time.perf_counter() - t0)
+        if start.num_frames != cap.num_frames:
+            raise DataError(f"{label}: {cap.num_frames} frames, the start has {start.num_frames}")
+    sol = _optimise(solver, cap, start, calibration, iterations)
+    motion = _solution_motion(sol, capture, ms.name, calibration is not None, body, cap.fps)
+    if start is not None:
+        motion.source["network"] = start.source
+    seconds = time.perf_counter() - t0
+    converged = None if method == "refine" else sol.converged
+    config_name = str(solver_config or DEFAULT_SOLVER_CONFIG[method])
+    return CaptureAnswer(
+        motion, method, seconds, sol.iterations, config_name, converged, sol.unseen
     )
-    sol = solver.solve(
+
+
+def _optimise(solver: Solver, cap, start: SMPLMotion | None, calibration, iterations=None):
+    """The solver's :class:`~rbmcap.baseline.result.Solution` on the calibrated plates ``cap``
+    from ``start`` (the network's motion, or None: its own start), a calibration's betas held."""
+    init = {} if start is None else {"poses": start.poses, "trans": start.trans}
+    if start is not None:
+        init["betas"] = start.betas
+    held = getattr(calibration, "betas", None)
+    if held is not None:
+        init["betas"] = np.asarray(held, dtype=np.float64).reshape(-1)
+    return solver.solve(
         cap.pos,
         cap.rot,
         cap.valid,
         fps=cap.fps,
-        init=start or None,
+        init=init or None,
         iterations=iterations,
-        hold_betas=held,
+        hold_betas=held is not None,
     )
-    return _solution_motion(sol, capture, ms.name, calibration is not None, body, cap.fps), sol
 
 
 def _solution_motion(
@@ -131,6 +183,7 @@ def _solution_motion(
         "marker_set": marker_set,
         "calibrated": calibrated,
         "solver_iterations": sol.iterations,
+        "unseen_frames": sol.unseen,
     }
     return SMPLMotion(
         poses=sol.params.poses.double().numpy(),
@@ -143,91 +196,23 @@ def _solution_motion(
     )
 
 
-def _start(cap, init: SMPLMotion | None, calibration, label: str) -> dict[str, np.ndarray]:
-    """The solver's ``init``: the start motion's poses, trans and betas, the calibration's
-    betas over them."""
-    start: dict[str, np.ndarray] = {}
-    if init is not None:
-        if init.num_frames != cap.num_frames:
-            raise DataError(f"{label}: {cap.num_frames} frames, the start has {init.num_frames}")
-        start = {"poses": init.poses, "trans": init.trans, "betas": init.betas}
-    betas = getattr(calibration, "betas", None)
-    if betas is not None:
-        start["betas"] = np.asarray(betas, dtype=np.float64).reshape(-1)
-    return start
-
-
-def infer_capture(
-    capture,
-    calibration=None,
-    *,
-    method: str = "network",
-    predictor=None,
-    body=None,
-    markers=None,
-    prior=None,
-    solver_config=None,
-    iterations: int | None = None,
-    device: str = "cpu",
-    progress: bool = False,
-) -> CaptureAnswer:
-    """SMPL motion of a capture by ``method`` (module docstring), timed.
-
-    Args:
-        capture, calibration: as for :func:`solve_capture`.
-        method: one of :data:`METHODS`.
-        predictor: a :class:`~rbmcap.inference.Predictor`; required for 'network' and 'hybrid'.
-        body: the body the solver fits (default: the checkpoint's body, else the stand-in).
-        markers: the solver's marker set (default: the checkpoint's, else rbm14).
-        prior, iterations, device: the solver's (see :func:`solve_capture`).
-        solver_config: default :data:`DEFAULT_SOLVER_CONFIG` of the method.
-        progress: a progress bar over the network's chunks on stderr.
-
-    Raises:
-        ConfigError: an unknown method, or a network method without a predictor.
-    """
-    _check_method(method, iterations, predictor)
-    t0 = time.perf_counter()
-    init = None
-    if predictor is not None and method in ("network", "hybrid"):
-        init = predict_capture(predictor, capture, calibration, progress=progress)
-        if method == "network":
-            return CaptureAnswer(init, method, time.perf_counter() - t0)
-    body, markers = _solver_body_and_markers(predictor, body, markers)
-    config = solver_config or DEFAULT_SOLVER_CONFIG[method]
-    motion, sol = solve_capture(
-        capture,
-        calibration,
-        body=body,
-        markers=markers,
-        prior=prior,
-        config=config,
-        iterations=iterations,
-        init=init,
-        device=device,
-    )
-    if init is not None:
-        motion.source["network"] = init.source
-    seconds = time.perf_counter() - t0
-    return CaptureAnswer(motion, method, seconds, sol.iterations, str(config))
-
-
 def _check_method(method: str, iterations: int | None, predictor) -> None:
-    """Raise ConfigError unless ``method`` is known, ``iterations`` (solving methods) is not
-    negative and a network method has its ``predictor``."""
+    """Raise ConfigError unless ``method`` is known, ``iterations`` is at least 1 and a network
+    method has its ``predictor``."""
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
-    if method != "network" and iterations is not None and iterations < 0:
-        raise ConfigError(f"iterations must be ≥ 0, got {iterations}")
-    if method in ("network", "hybrid") and predictor is None:
+    if method != "network" and iterations is not None and iterations < 1:
+        raise ConfigError(f"--iterations {iterations}: expected sweeps ≥ 1")
+    if method in NETWORK_METHODS and predictor is None:
         raise ConfigError(f"method {method!r} needs a checkpoint (--ckpt)")
 
 
-def _solver_body_and_markers(predictor, body, markers):
+def _solver_body_and_markers(predictor, body, markers) -> tuple[object, MarkerSet]:
     """The body and marker set the solver fits: those given, else the checkpoint's, else the
     stand-in body and rbm14."""
     if body is None:
         body = checkpoint_body(predictor.body_id if predictor is not None else "standin")
     if markers is None:
         markers = predictor.marker_set if predictor is not None else DEFAULT_MARKERS
-    return body, markers
+    ms = markers if isinstance(markers, MarkerSet) else load_marker_set(markers)
+    return body, ms

@@ -27,6 +27,9 @@ METRIC_UNITS: dict[str, str] = {
     "mpjpe_mm": "mm",
     "root_aligned_mpjpe_mm": "mm",
     "pa_mpjpe_mm": "mm",
+    "mpjpe20_mm": "mm",
+    "pa_mpjpe20_mm": "mm",
+    "mpjae20_deg": "deg",
     "joint_rotation_deg": "deg",
     "global_orientation_deg": "deg",
     "legacy_mpjre_deg": "deg",
@@ -41,6 +44,10 @@ METRIC_UNITS: dict[str, str] = {
     "betas_error": "",
 }
 """Every key :func:`evaluate_sequence` reports, with its unit."""
+
+PAPER_JOINTS = tuple(j for j in range(22) if j not in (10, 11))
+"""The RBM paper's evaluation joints: SMPL joints 0..21 from the pelvis to the wrists, less the
+feet (10, 11); no hands (22, 23). 20 joints: the ``*20`` metrics."""
 
 
 @dataclass
@@ -76,6 +83,7 @@ def evaluate_sequence(
     chunk_frames: int = 256,
 ) -> SequenceMetrics:
     """All metrics of a predicted sequence against the truth, per frame and averaged.
+    Long because every metric is one line of one table.
 
     Args:
         body: the :class:`rbmcap.body.BodyModel` both sequences are posed with.
@@ -98,12 +106,16 @@ def evaluate_sequence(
     if t_rot.shape[0] != num:
         raise DataError(f"pred has {num} frames, true has {t_rot.shape[0]}")
     with torch.no_grad():
-        pj, _ = body.pose_joints(p_rot, p_betas, p_trans)
-        tj, _ = body.pose_joints(t_rot, t_betas, t_trans)
+        pj, pg = body.pose_joints(p_rot, p_betas, p_trans)
+        tj, tg = body.pose_joints(t_rot, t_betas, t_trans)
+        paper = list(PAPER_JOINTS)
         out: dict[str, torch.Tensor] = {
             "mpjpe_mm": MM * mpjpe(pj, tj),
             "root_aligned_mpjpe_mm": MM * root_aligned_mpjpe(pj, tj),
             "pa_mpjpe_mm": MM * pa_mpjpe(pj, tj),
+            "mpjpe20_mm": MM * mpjpe(pj[:, paper], tj[:, paper]),
+            "pa_mpjpe20_mm": MM * pa_mpjpe(pj[:, paper], tj[:, paper]),
+            "mpjae20_deg": DEG * roma.rotmat_geodesic_distance(pg[:, paper], tg[:, paper]).mean(-1),
             "joint_rotation_deg": DEG * joint_angle_error(p_rot, t_rot),
             "global_orientation_deg": DEG * global_orientation_error(p_rot, t_rot),
             "legacy_mpjre_deg": DEG * legacy_mpjre(p_aa, t_aa),

@@ -351,7 +351,7 @@ def test_the_hybrid_budget_is_the_iterations_its_own_solves_fit():
 
     class Costed:
         def __init__(self):
-            self.config = load_solver_config("hybrid")
+            self.config = load_solver_config("default")
             self.calls = []
 
         def solve(self, pos, rot, valid, *, fps, init=None, iterations=None, **kwargs):

@@ -1,5 +1,6 @@
-"""``rbmcap infer --method network|solver|hybrid``: each method answers a synthetic capture with
-the true motion's joints; the solver holds a calibration's betas and runs at the capture's rate.
+"""``rbmcap infer --method refine|network|hybrid|solver``: each method answers a synthetic capture
+with the true motion's joints; the solver holds a calibration's betas and runs at the capture's
+rate.
 
 The capture: clean rbm14 plates (no realism) of a procedural walk on the stand-in body, so the
 truth is known; the network is the shipped ``standin-rbm14``.
@@ -15,7 +16,7 @@ import roma
 import torch
 
 from rbmcap.cli.main import main
-from rbmcap.errors import EXIT_USAGE
+from rbmcap.errors import EXIT_FORMAT, EXIT_USAGE
 from rbmcap.io.capture import Capture
 from rbmcap.markers.synth import Synthesizer
 from rbmcap.motion import read_motion
@@ -71,18 +72,22 @@ def test_each_method_answers_the_capture_close_to_the_truth(walk, standin, tmp_p
     truth, cap = walk
     path = cap.save(tmp_path / "walk.npz")
     errors = {}
-    for method in ("network", "solver", "hybrid"):
-        extra = [] if method == "network" else ["--iterations", SOLVER_ITERATIONS]
+    for method in (None, "network", "solver", "hybrid"):
+        extra = [] if method in ("network", None) else ["--iterations", SOLVER_ITERATIONS]
         ckpt = [] if method == "solver" else ["--ckpt", "standin-rbm14"]
-        summary, motion = _infer(tmp_path, capsys, path, "--method", method, *ckpt, *extra)
+        chosen = [] if method is None else ["--method", method]
+        summary, motion = _infer(tmp_path, capsys, path, *chosen, *ckpt, *extra)
+        method = method or "refine"  # the default
         assert summary["method"] == method and summary["frames"] == FRAMES
         assert summary["seconds_per_frame"] > 0 and motion.num_frames == FRAMES
         assert (summary["iterations"] is None) == (method == "network")
+        assert summary["unseen_frames"] == (None if method == "network" else 0)
         errors[method] = _mpjpe_mm(standin, motion, truth)
+    # measured: network 8.2, refine (2 sweeps) 4.7, hybrid 4.7, solver 4.5 mm on clean plates
     assert errors["network"] < 20.0, errors
-    assert errors["solver"] < 12.0, errors
-    assert errors["hybrid"] < errors["network"], errors  # the solver improves its start
-    assert errors["hybrid"] < errors["solver"], errors  # and the start helps the solver
+    for method in ("refine", "hybrid", "solver"):
+        assert errors[method] < 6.0, errors
+        assert errors[method] < 0.8 * errors["network"], errors  # the solver improves its start
 
 
 def test_the_solver_holds_a_calibrations_betas_on_physical_plates(walk, standin, tmp_path, capsys):
@@ -153,13 +158,21 @@ def test_the_solver_runs_at_the_captures_own_rate(standin, tmp_path, capsys):
     [
         (["--method", "hybrid"], "needs a checkpoint (--ckpt)"),
         (["--method", "solver", "--solver-config", "nope"], "unknown baseline config 'nope'"),
-        (["--method", "solver", "--iterations", "-3"], "iterations must be ≥ 0"),
+        ([], "method 'refine' needs a checkpoint (--ckpt)"),
+        (["--method", "solver", "--iterations", "-3"], "--iterations -3: expected sweeps ≥ 1"),
+        (["--ckpt", "standin-rbm14", "--iterations", "0"], "--iterations 0: expected sweeps ≥ 1"),
+        (["--method", "solver", "--prior", "NOT_A_PRIOR"], "not_a_prior.npz"),
     ],
 )
 def test_a_bad_method_option_is_one_line_and_writes_nothing(walk, tmp_path, capsys, args, message):
     path = walk[1].save(tmp_path / "walk.npz")
+    not_a_prior = tmp_path / "not_a_prior.npz"
+    np.savez(not_a_prior, weights=np.ones(3))
+    raw, args = args, [str(not_a_prior) if a == "NOT_A_PRIOR" else a for a in args]
     out = tmp_path / "out" / "m.npz"
-    assert main(["infer", str(path), "--out", str(out), *args]) == EXIT_USAGE
+    code = main(["infer", str(path), "--out", str(out), *args])
+    # a bad option is a usage error; a prior file that is not a prior, a format error
+    assert code == (EXIT_FORMAT if "NOT_A_PRIOR" in raw else EXIT_USAGE)
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
     assert not out.exists()

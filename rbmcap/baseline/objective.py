@@ -3,7 +3,9 @@
     E = Σ_t Σ_i v_ti (‖p̂_ti − p_ti‖² / σ_p² + θ(R̂_ti, R_ti)² / σ_r²)    data (θ: plates only)
       + Σ_t w_prior · NLL_GMM(θ_body,t) + w_l2 · ‖θ_body,t‖²               pose prior
       + Σ_t Σ_i ‖Δ² p̂_ti · fps²‖² / σ_a²                                   smoothness
-      + w_β ‖β‖²                                                           shape prior
+      + w_β ‖β − β₀‖²                                                      shape prior
+
+(β₀: the start's betas, another method's estimate of the shape, or zero).
 
 p̂, R̂ are the plate frames of the posed body (sparse skinning of the marker vertices and their
 one-rings, then :func:`rbmcap.markers.plates.plate_frames`), p, R the observations, v the

@@ -7,7 +7,10 @@ step so that ω never nears π); shared by the sequence: the betas β. The objec
 :mod:`rbmcap.baseline.objective`'s:
 
     E = Σ_t [Σ_i v_ti (‖p̂_ti − p_ti‖²/σ_p² + θ(R̂_ti, R_ti)²/σ_r²) + w_prior·NLL(θ_t) + w_l2‖θ_t‖²]
-      + Σ_{t=1}^{T−2} Σ_i ‖(p̂_{t−1,i} − 2 p̂_ti + p̂_{t+1,i})·fps²‖² / σ_a²   +   w_β ‖β‖²
+      + Σ_{t=1}^{T−2} Σ_i ‖(p̂_{t−1,i} − 2 p̂_ti + p̂_{t+1,i})·fps²‖² / σ_a²   +   w_β ‖β − β₀‖²
+
+with β₀ the start's betas (another method's estimate of the subject's shape, the network's) or
+zero (the mean shape) without one.
 
 The smoothness term ties a frame to the two before it and the two after it, so frames three or
 more apart share no term. One **sweep** steps the frames in three colours (t mod 3): every frame
@@ -225,9 +228,13 @@ class SequenceLM:
             entries finite placeholders; ``rot`` identities for point markers).
         chunk: frames per batched evaluation (bounds memory; 76 poses each in a step).
         sync: called before each clock reading (a GPU's synchronisation).
+        betas_centre: (B,) β₀, where the shape prior w_β‖β − β₀‖² is centred (default zero,
+            the body model's mean shape).
     """
 
-    def __init__(self, terms: SequenceTerms, pos, rot, valid, chunk: int = 64, sync=None):
+    def __init__(
+        self, terms: SequenceTerms, pos, rot, valid, chunk: int = 64, sync=None, betas_centre=None
+    ):
         self.terms = terms
         self.pos, self.rot, self.valid = pos, rot, valid
         self.chunk = max(1, int(chunk))
@@ -246,6 +253,8 @@ class SequenceLM:
         t = torch.arange(self.frames, device=pos.device)
         self.colours = [t[(t % COLOUR == c) & seen] for c in range(COLOUR)]
         self.seen = t[seen]
+        centre = torch.zeros(nb, **self.kw) if betas_centre is None else betas_centre
+        self.betas_centre = centre.to(**self.kw)
 
     # ----------------------------------------------------------------------------- state
     def state(self, rotmats, trans, betas) -> SequenceState:
@@ -282,7 +291,8 @@ class SequenceLM:
             ps.append(p)
         r, plates = torch.cat(rs), torch.cat(ps)
         e = (r * r).sum() + self.terms.prior_energy(x[:, 3:72]).sum()
-        e = e + self.terms.accel_energy(plates) + self.terms.betas_weight * (betas * betas).sum()
+        shape = betas - self.betas_centre
+        e = e + self.terms.accel_energy(plates) + self.terms.betas_weight * (shape * shape).sum()
         return e, plates, r
 
     # ----------------------------------------------------------------------------- sweep
@@ -398,7 +408,7 @@ class SequenceLM:
         eye = torch.eye(nb, **self.kw)
         w = self.terms.betas_weight
         schur = st.schur.sum(0) + w * eye
-        rhs = st.rhs.sum(0) + w * st.betas
+        rhs = st.rhs.sum(0) + w * (st.betas - self.betas_centre)
         e0 = self.evaluate(st)[0] if st.energy is None else st.energy
         floor, factor, cap = DAMPING
         lam = st.betas_damping

@@ -120,7 +120,9 @@ class Solver:
             snapshots: also keep the answer at every recorded sweep count (:meth:`Solution.at`):
                 what a solve stopped there returns, for reading a method off its curve.
             hold_betas: keep the betas at the start's (``init``'s, else zeros) instead of
-                fitting them: for a subject whose shape is known (a calibration).
+                fitting them: for a subject whose shape is known (a calibration). Fitted, their
+                prior w_β‖β − β₀‖² is centred on the start's betas β₀ (``init``'s, another
+                method's estimate of the shape), else on zero (the mean shape).
 
         Returns:
             :class:`Solution` (``unseen``: frames without any plate seen, held at the start).
@@ -149,7 +151,13 @@ class Solver:
             betas = torch.zeros(self.body.num_betas, dtype=self.dtype, device=self.device)
         rotmats, trans = self._start(pos_t, rot_t, valid_t, given, betas)
         lm = SequenceLM(
-            self._sequence_terms(float(fps)), pos_t, rot_t, valid_t, opt.chunk, self._sync
+            self._sequence_terms(float(fps)),
+            pos_t,
+            rot_t,
+            valid_t,
+            opt.chunk,
+            self._sync,
+            betas_centre=given.get("betas"),
         )
         state = lm.state(rotmats, trans, betas)
         records, done, converged = run_sweeps(

@@ -27,6 +27,7 @@ import torch
 from rbmcap.bench.infer import sample_observations
 from rbmcap.body import load_body_model
 from rbmcap.dataset import RBMDataset
+from rbmcap.errors import DataError
 from rbmcap.evaluation.sequences import Split
 from rbmcap.inference import Predictor
 from rbmcap.inference.capture import checkpoint_body
@@ -65,7 +66,7 @@ def _run(quick: bool, data: str | None, budgets, ckpt: str | None) -> dict:
     budgets = tuple(budgets) if budgets else ((0.0, 10.0) if quick else BUDGETS_MS)
     if data:
         body = checkpoint_body(predictor.body_id)
-        sets = {name: _real(data, glob) for name, glob in SETS.items()}
+        sets = {name: _real(data, name, glob) for name, glob in SETS.items()}
     else:
         body = load_body_model("standin")
         sets = {"walk": _walk(body, 120 if quick else 1800)}
@@ -87,10 +88,21 @@ def _run(quick: bool, data: str | None, budgets, ckpt: str | None) -> dict:
     }
 
 
-def _real(data: str, glob: str) -> list[tuple]:
-    """(pos, rot, valid, true joints) of each test sequence of ``data`` matching ``glob``."""
+def _real(data: str, name: str, glob: str) -> list[tuple]:
+    """(pos, rot, valid, true joints) of each test sequence of ``data`` matching ``glob`` (the
+    set ``name``).
+
+    Raises:
+        DataError: the test split has no such sequence.
+    """
     split = Split(RBMDataset(data, "test"), sequences=glob)
-    return [(*(np.array(a) for a in seq.observations), np.array(seq.joints)) for seq in split]
+    out = [(*(np.array(a) for a in seq.observations), np.array(seq.joints)) for seq in split]
+    if not out:
+        raise DataError(
+            f"{data}: its test split has no {name} sequence (none named {glob!r}); "
+            f"`rbmcap bench refine --data` needs the sets {', '.join(SETS)}"
+        )
+    return out
 
 
 def _walk(body, frames: int) -> list[tuple]:

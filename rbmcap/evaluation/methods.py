@@ -296,7 +296,8 @@ class HybridMethod(Method):
 
 class RefineMethod(Method):
     """Refinement: the network's answer, then ``solve.iterations`` sweeps (a fixed count, every
-    sequence the same); its time and every time of its curve include the network pass."""
+    sequence the same), the shape prior centred on the network's betas; its time and every time
+    of its curve include the network pass."""
 
     key = "refine"
 

@@ -105,9 +105,9 @@ class Predictor:
         """Predict a whole sequence: pos (T, N, 3) m, rot (T, N, 3, 3), valid (T, N) bool;
         ``progress`` shows a bar over the chunks on stderr; ``smoothing`` overrides the
         predictor's σ (frames) for this call; ``refine``: that many Levenberg–Marquardt sweeps
-        of the solver's objective after the network (:meth:`refiner`; the betas refined over
-        the sequence; the sequence's frame rate taken as the checkpoint's), None: the
-        network's answer.
+        of the solver's objective after the network (:meth:`refiner`; the betas refined over the
+        sequence, their prior centred on the network's; the sequence's frame rate taken as the
+        checkpoint's), None: the network's answer.
 
         Returns:
             :class:`SMPLParams` (CPU float32): ``poses`` (T, 24, 3), ``betas`` (B,) averaged over
@@ -123,7 +123,13 @@ class Predictor:
         if refine is None:
             return params
         sol = self.refiner().solve(
-            pos, rot, valid, fps=self.fps, init=params, iterations=int(refine), tolerance=0
+            pos,
+            rot,
+            valid,
+            fps=self.fps,
+            init=params,
+            iterations=int(refine),
+            tolerance=0,
         )
         return sol.params
 

@@ -13,7 +13,8 @@
    in physical units), over the whole take in one batch, with the shipped pose prior unless
    another is given. A calibration's betas are **held**
    (``Solver.solve(hold_betas=True)``): the calibration measured the subject's shape on frames
-   chosen for it. Without one, the betas are fitted over the take with the poses.
+   chosen for it. Without one, the betas are fitted over the take with the poses, their prior
+   centred on the network's betas where it answered (docs/results.md#offline-refinement).
 
 The methods differ in where the optimisation starts and when it stops:
 

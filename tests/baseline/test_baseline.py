@@ -412,3 +412,18 @@ def test_bench_baseline_quick_prints_one_json_object(capsys):
     assert len(curve["mpjpe_mm"]) == len(curve["iterations"]) == len(curve["ms_per_frame"])
     assert curve["mpjpe_mm"][-1] < curve["mpjpe_mm"][0]
     assert out["converged_iterations"] in curve["iterations"]
+
+
+def test_the_shape_prior_is_centred_on_the_starts_betas(standin, walk):
+    obs = _observe(standin, walk, "rbm14")
+    poses, trans, betas, _ = walk
+    start_betas = torch.zeros(standin.num_betas)
+    start_betas[:3] = torch.tensor([1.5, -1.0, 0.5])
+    start = SMPLParams(torch.as_tensor(poses), start_betas, torch.as_tensor(trans))
+    stiff = load_solver_config("default", {"weights.betas": 1e6})
+    solver = Solver(standin, "rbm14", stiff)
+    anchored = solver.solve(obs.pos, obs.rot, obs.valid, init=start, iterations=2, tolerance=0)
+    # a stiff shape prior holds the betas where the start put them, not at the mean shape
+    assert torch.allclose(anchored.betas, start_betas, atol=1e-2)
+    cold = solver.solve(obs.pos, obs.rot, obs.valid, iterations=4, tolerance=0)
+    assert cold.betas.abs().max() < 1e-2  # without a start: centred on the mean shape

@@ -212,3 +212,13 @@ def test_an_option_a_benchmark_does_not_take_is_one_line_and_exit_2(capsys):
     assert main(["bench", "skinning", "--quick", "--device", "cuda"]) == 2
     err = capsys.readouterr().err
     assert "benchmark 'skinning' takes no device option" in err and err.count("\n") == 1
+
+
+def test_bench_refine_on_a_dataset_without_its_real_sets_is_one_line(tiny_dataset, capsys):
+    from rbmcap.errors import EXIT_DATA
+
+    assert main(["bench", "refine", "--data", str(tiny_dataset), "--json"]) == EXIT_DATA
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1 and "has no cmu sequence" in err, err
+    assert "Traceback" not in err and not captured.out

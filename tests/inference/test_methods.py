@@ -83,10 +83,11 @@ def test_each_method_answers_the_capture_close_to_the_truth(walk, standin, tmp_p
         assert (summary["iterations"] is None) == (method == "network")
         assert summary["unseen_frames"] == (None if method == "network" else 0)
         errors[method] = _mpjpe_mm(standin, motion, truth)
-    # measured: network 8.2, refine (2 sweeps) 4.7, hybrid 4.7, solver 4.5 mm on clean plates
+    # measured: network 8.2, refine (2 sweeps, its shape held near the network's) 6.1, hybrid
+    # 4.3, solver 4.5 mm on clean plates
     assert errors["network"] < 20.0, errors
     for method in ("refine", "hybrid", "solver"):
-        assert errors[method] < 6.0, errors
+        assert errors[method] < 7.0, errors
         assert errors[method] < 0.8 * errors["network"], errors  # the solver improves its start
 
 

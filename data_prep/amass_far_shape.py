@@ -3,7 +3,8 @@ mean, with split lists that make every clip a test clip: the data of issue 52's 
 file" row (docs/results.md#a-shape-far-from-the-mean).
 
     python data_prep/amass_far_shape.py data/real_motions_2000_0_b1000/cmu-iclone/02 out/amass_far
-    rbmcap synth --motions out/amass_far --markers rbm14 --realism realistic --out out/amass_far_rbm14
+    rbmcap synth --motions out/amass_far --markers rbm14 --realism realistic \
+        --out out/amass_far_rbm14
     rbmcap eval --ckpt standin-rbm14 --data out/amass_far_rbm14 --baseline --hybrid --refine \
         --no-vertices --out eval/amass_far
 """

@@ -416,7 +416,7 @@ def test_bench_baseline_quick_prints_one_json_object(capsys):
 
 def test_the_shape_prior_is_centred_on_the_starts_betas(standin, walk):
     obs = _observe(standin, walk, "rbm14")
-    poses, trans, betas, _ = walk
+    poses, trans, _, _ = walk
     start_betas = torch.zeros(standin.num_betas)
     start_betas[:3] = torch.tensor([1.5, -1.0, 0.5])
     start = SMPLParams(torch.as_tensor(poses), start_betas, torch.as_tensor(trans))

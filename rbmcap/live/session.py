@@ -42,6 +42,7 @@ import collections
 import gc
 import logging
 import math
+import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -207,8 +208,7 @@ class LiveSession:
         before the newest (packets that came together on the network). A consumer slower than
         the source has no such room and takes the newest alone."""
         newest, period = frames[-1].received, self._period
-        times = sorted(self._pose_times)
-        cost = times[len(times) // 2] if times else math.inf
+        cost = statistics.median(self._pose_times) if self._pose_times else math.inf
         now = time.perf_counter()
         count = 0
         while count < min(CATCH_UP, len(frames) - 1):
@@ -310,11 +310,13 @@ class LiveSession:
         template = self.predictor.stream(
             backend=self.options.backend, subjects=count, refine=self.options.refine
         )
-        self._pose_times.append(_warm_up(template))  # the first turn may catch up already
         self.streams = [SubjectStream(s, self.predictor) for s in self.subjects]
         self.group = SubjectGroup(self.streams, template, phases)
         for stream in self.streams:
             stream.columns(first.names, strict=True)  # one error before anything opens
+        # the first turn may catch up already: the warm-up's pose of the first frame's plates
+        # (through the group's gather and calibration) stands in for a pose's cost
+        self._pose_times.append(_warm_up(template, self.group.plates(first)))
         if self.before_posing is not None:
             self.before_posing(self, first)
         infos = [self._info(s, fps) for s in self.streams]
@@ -402,12 +404,15 @@ class LiveSession:
             self._error = failures[0]
 
 
-def _warm_up(template, frames: int = 3) -> float:
-    """Run a few rest frames through a fork of ``template``: its shared step is built and
-    (a trace) optimised before the first real frame, whose latency it would otherwise carry.
-    Returns the last frame's time, s: the cost of a pose until posed frames say otherwise."""
+def _warm_up(template, plates=None, frames: int = 3) -> float:
+    """Run a few frames (``plates``: a frame's (pos, rot, valid) as the group gathers them;
+    default rest frames) through a fork of ``template``: its shared step is built and (a trace)
+    optimised before the first real frame, whose latency it would otherwise carry. Returns the
+    last frame's time, s: the cost of a pose until posed frames say otherwise."""
     warm = template.fork()
-    pos, rot, valid = (x.cpu().numpy() for x in warm._first_frame())
+    if plates is None:
+        plates = (x.cpu().numpy() for x in warm._first_frame())
+    pos, rot, valid = plates
     for _ in range(frames):
         start = time.perf_counter()
         warm.push(pos, rot, valid)

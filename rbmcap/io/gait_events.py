@@ -1,12 +1,14 @@
 """Gait events in files: a C3D's ``EVENT`` group read, and events (or their matches) written as CSV.
 
 A C3D keeps its events in the ``EVENT`` group: ``USED`` (the count), ``CONTEXTS`` (``Left``,
-``Right``, ``General``), ``LABELS`` (``Foot Strike``, ``Foot Off``…) and ``TIMES``, a (2, N) array
-of (minutes, seconds) pairs counted from the recording's frame 1 (time ``(f - 1) / rate`` for its
-1-based frame f). The data start at that recording's frame ``TRIAL:ACTUAL_START_FIELD`` (two 16-bit
-words, low first), else at the ``POINT`` header's first frame; an event's 0-based frame into the
-data is ``round(seconds * rate) + 1 - first`` and its time ``frame / rate``, the same frame and
-time :func:`rbmcap.biomech.events.detect_gait_events` gives for a motion made from the file.
+``Right``, ``General``), ``LABELS`` (``Foot Strike``, ``Foot Off``…) and ``TIMES``, one (minutes,
+seconds) pair per event, time ``60 * minutes + seconds`` counted from the recording's frame 1 (time
+``(f - 1) / rate`` for its 1-based frame f). ``TIMES`` may be a (2, N) array (the C3D convention,
+and the reading of a (2, 2) array), an (N, 2) array, or a flat list ``m0, s0, m1, s1, …``. The
+data start at that recording's frame ``TRIAL:ACTUAL_START_FIELD`` (two 16-bit words, low first),
+else at the ``POINT`` header's first frame; an event's 0-based frame into the data is
+``round(seconds * rate) + 1 - first`` and its time ``frame / rate``, the same frame and time
+:func:`rbmcap.biomech.events.detect_gait_events` gives for a motion made from the file.
 """
 
 from __future__ import annotations
@@ -64,7 +66,9 @@ def read_c3d_events(path: str | os.PathLike) -> list[GaitEvent]:
 
 
 def _event_arrays(path: Path, group: dict) -> tuple[list[str], list[str], np.ndarray]:
-    """``CONTEXTS``, ``LABELS`` and times (s) of the used events of an ``EVENT`` group."""
+    """``CONTEXTS``, ``LABELS`` and times (s) of the used events of an ``EVENT`` group: the first
+    ``USED`` of each (all three at least that long), or, without ``USED``, all of them (all three
+    the same length)."""
 
     def value(name: str):
         if name not in group:
@@ -76,25 +80,56 @@ def _event_arrays(path: Path, group: dict) -> tuple[list[str], list[str], np.nda
     labels = [str(s).strip() for s in value("LABELS")]
     try:
         times = np.asarray(value("TIMES"), dtype=np.float64)
-        count = int(np.asarray(used).ravel()[0]) if used is not None else len(labels)
+        count = int(np.asarray(used).ravel()[0]) if used is not None else None
     except (TypeError, ValueError, IndexError):
         raise FormatError(f"{path}: malformed EVENT group: unreadable TIMES or USED") from None
     if count == 0:
         return [], [], np.zeros(0)
-    times = times.reshape(2, -1) if times.ndim == 1 and times.size % 2 == 0 else times
-    if times.ndim != 2 or times.shape[0] != 2:
+    pairs = _time_pairs(times)
+    if pairs is None:
         raise FormatError(
-            f"{path}: malformed EVENT group: TIMES of shape {times.shape}, expected (2, N)"
+            f"{path}: malformed EVENT group: TIMES of shape {times.shape}, expected (2, N), "
+            "(N, 2) or 2N values (minutes, seconds pairs)"
         )
-    if not count <= min(len(contexts), len(labels), times.shape[1]):
+    lengths = (len(contexts), len(labels), len(pairs))
+    there_are = f"{lengths[0]} CONTEXTS, {lengths[1]} LABELS and {lengths[2]} TIMES"
+    if count is None and len(set(lengths)) > 1:
+        raise FormatError(f"{path}: malformed EVENT group: no USED, and there are {there_are}")
+    if count is not None and not 0 <= count <= min(lengths):
         raise FormatError(
-            f"{path}: malformed EVENT group: USED is {count} but there are {len(contexts)} "
-            f"CONTEXTS, {len(labels)} LABELS and {times.shape[1]} TIMES"
+            f"{path}: malformed EVENT group: USED is {count} but there are {there_are}"
         )
-    seconds = times[0, :count] * 60.0 + times[1, :count]
+    count = lengths[0] if count is None else count
+    seconds = pairs[:count, 0] * 60.0 + pairs[:count, 1]
     if not np.isfinite(seconds).all():
         raise FormatError(f"{path}: malformed EVENT group: TIMES holds NaN or infinite values")
     return contexts[:count], labels[:count], seconds
+
+
+def _time_pairs(times: np.ndarray) -> np.ndarray | None:
+    """The (N, 2) (minutes, seconds) pairs of an ``EVENT:TIMES`` value, or None when its shape is
+    none of the C3D layouts.
+
+    Args:
+        times: ``EVENT:TIMES`` as ezc3d gives it, in one of three layouts: a (2, N) array (row 0
+            minutes, row 1 seconds: the C3D convention), an (N, 2) array (one row per event), or
+            2N values ``m0, s0, m1, s1, …`` (a one-dimensional parameter; the (2, N) array's
+            order in the file).
+
+    A (2, 2) array fits both two-dimensional layouts; it is read as (2, N), columns as events.
+
+    >>> _time_pairs(np.array([0.0, 3.5, 1.0, 0.25])).tolist()
+    [[0.0, 3.5], [1.0, 0.25]]
+    >>> _time_pairs(np.array([[0.0, 1.0], [3.5, 0.25]])).tolist()
+    [[0.0, 3.5], [1.0, 0.25]]
+    """
+    if times.ndim == 1 and times.size % 2 == 0:
+        return times.reshape(-1, 2)
+    if times.ndim == 2 and times.shape[0] == 2:
+        return times.T
+    if times.ndim == 2 and times.shape[1] == 2:
+        return times
+    return None
 
 
 def _rate_and_first_frame(c: dict) -> tuple[float, int]:

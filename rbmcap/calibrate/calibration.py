@@ -20,6 +20,14 @@ Schema (fixed, so files move between tools and people)::
     plates:
       left_shin: {rotation_offset: [rx, ry, rz], position_offset_m: [x, y, z],
                   residual_mm: 4.1, residual_deg: 1.2}      # residuals optional (diagnostics)
+    joints:        # optional: joints measured from the plates' motion (calibrate.functional)
+      left_knee: {parent: left_thigh, child: left_shin, centre_parent_m: [x, y, z],
+                  centre_child_m: [x, y, z], axis_parent: [x, y, z], axis_child: [x, y, z],
+                  range_deg: 61.0, off_axis_deg: 2.4, residual_mm: 2.7,
+                  uncertainty_mm: [9.7, 9.8, 24.0], from_prior: 1, frames: 255}
+
+A file without ``joints`` (every file written before they were measured) means what it meant:
+the body model's own joint centres.
 
 Rotations are rotation vectors in radians.
 """
@@ -36,6 +44,7 @@ import torch
 import yaml
 
 from rbmcap.atomic import write_text_atomic
+from rbmcap.calibrate.functional import JOINT_KEYS, FunctionalJoint
 from rbmcap.config.safe_yaml import read_yaml, type_name
 from rbmcap.config.values import MAX_MAGNITUDE, finite_vector, short_repr
 from rbmcap.errors import ConfigError, FormatError
@@ -52,7 +61,7 @@ HEADER = (
     "# residual_mm / residual_deg: mean plate residual over the frames fitted.\n"
 )
 KEYS = ("betas", "frames", "alignment", "plates")
-OPTIONAL_KEYS = ("captures",)
+OPTIONAL_KEYS = ("captures", "joints")
 PLATE_KEYS = ("rotation_offset", "position_offset_m")
 PLATE_OPTIONAL = ("residual_mm", "residual_deg")
 MAX_FRAME = 2.0**53
@@ -138,6 +147,8 @@ class Calibration:
             first frame used.
         plates: plate name -> :class:`PlateOffset`, in the marker set's order.
         captures: the captures' names, in the order of ``frames`` (may be empty).
+        joints: SMPL joint name → the joint measured from its two plates' motion
+            (:class:`rbmcap.calibrate.functional.FunctionalJoint`); empty in files from before.
         report: the fit's diagnostics (:class:`rbmcap.calibrate.report.CalibrationReport`), or
             None for a calibration read from a file.
         source: the file it was read from or written to (errors name it), or None.
@@ -150,6 +161,7 @@ class Calibration:
     translation: np.ndarray
     plates: dict[str, PlateOffset] = field(default_factory=dict)
     captures: list[str] = field(default_factory=list)
+    joints: dict[str, FunctionalJoint] = field(default_factory=dict)
     report: CalibrationReport | None = None
     source: str | None = None
     lines: dict[str, int] = field(default_factory=dict)
@@ -215,6 +227,8 @@ class Calibration:
             data["captures"] = [str(c) for c in self.captures]
         data["alignment"] = {"rotation": f(self.rotation), "translation_m": f(self.translation)}
         data["plates"] = {name: plate(o) for name, o in self.plates.items()}
+        if self.joints:
+            data["joints"] = {name: j.to_dict() for name, j in self.joints.items()}
         return data
 
     def save(self, path: str | Path) -> Path:
@@ -293,6 +307,9 @@ def from_dict(data, where: str = "calibration") -> Calibration:
             _vector(e["position_offset_m"], 3, where, f"{key}.position_offset_m"),
             **diag,
         )
+    joints = {}
+    for name, entry in _mapping(data.get("joints") or {}, None, where, "joints").items():
+        joints[str(name)] = _joint(name, entry, offsets, where)
     return Calibration(
         betas=_vector(data["betas"], None, where, "betas"),
         frames=frames,
@@ -300,7 +317,40 @@ def from_dict(data, where: str = "calibration") -> Calibration:
         translation=_vector(align["translation_m"], 3, where, "alignment.translation_m"),
         plates=offsets,
         captures=list(captures),
+        joints=joints,
     )
+
+
+def _joint(name, entry, plates: dict, where: str) -> FunctionalJoint:
+    """One ``joints`` entry; ConfigError naming the key."""
+    from rbmcap.skeleton import SMPL_JOINT_NAMES
+
+    key = f"joints.{name}"
+    if name not in SMPL_JOINT_NAMES:
+        raise ConfigError(f"{where}: joints: {short_repr(name)} is not an SMPL joint name")
+    e = _mapping(entry, JOINT_KEYS, where, key)
+    for side in ("parent", "child"):
+        if e[side] not in plates:
+            raise ConfigError(
+                f"{where}: {key}.{side}: {short_repr(e[side])} is not one of the plates"
+            )
+
+    def vec(k, size):
+        return _vector(e[k], size, where, f"{key}.{k}")
+
+    def number(k):
+        return float(_vector([e[k]], 1, where, f"{key}.{k}")[0])
+
+    frames, from_prior = number("frames"), number("from_prior")
+    if frames < 0 or frames != round(frames) or from_prior not in range(7):
+        raise ConfigError(f"{where}: {key}: frames and from_prior must be counts (0..6 directions)")
+    return FunctionalJoint(
+        str(name), str(e["parent"]), str(e["child"]),
+        vec("centre_parent_m", 3), vec("centre_child_m", 3),
+        vec("axis_parent", 3), vec("axis_child", 3),
+        number("range_deg"), number("off_axis_deg"), number("residual_mm"),
+        vec("uncertainty_mm", 3), int(from_prior), int(frames),
+    )  # fmt: skip
 
 
 def _frames(value, where: str) -> list[list[int]]:

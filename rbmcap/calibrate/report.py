@@ -67,6 +67,8 @@ class CalibrationReport:
         distances: "a–b" → {capture_m, body_m} for plates joined in the marker set.
         takes: per capture, plate → {residual_mm, residual_deg, slip}, from
             :func:`rbmcap.calibrate.takes.check_takes` (empty until then).
+        functional: one line per joint measured from its plates' motion
+            (:meth:`rbmcap.calibrate.functional.FunctionalJoint.describe`).
     """
 
     frames: list[tuple[str, int, int]]
@@ -77,6 +79,7 @@ class CalibrationReport:
     body: dict = field(default_factory=dict)
     distances: dict[str, dict] = field(default_factory=dict)
     takes: dict[str, dict] = field(default_factory=dict)
+    functional: list[str] = field(default_factory=list)
 
     def flags(self) -> list[str]:
         """Every flag raised, as 'plate: flag'."""
@@ -120,6 +123,7 @@ class CalibrationReport:
             "body": self.body,
             "distances": self.distances,
             "takes": self.takes,
+            "functional": self.functional,
             "flags": self.flags(),
         }
 
@@ -153,6 +157,7 @@ class CalibrationReport:
                 )
             )
         lines += [f"left open by the data alone: {u}" for u in self.left_open]
+        lines += [f"from the plates' motion: {u}" for u in self.functional]
         lines += [f"FLAG {f}" for f in self.flags()]
         lines.append(self.verdict())
         return "\n".join(lines)

@@ -7,9 +7,12 @@
 2. Left/right names are checked on those frames (:func:`rbmcap.calibrate.start.swapped_pairs`).
 3. The fit over frames (:class:`rbmcap.calibrate.objective.SessionFit`) estimates the betas, each
    frame's pose and every plate's constant offset.
-4. Diagnostics (:mod:`rbmcap.calibrate.report`): residuals, what the data did not determine, the
+4. The joints the plates bracket (knees, ankles, elbows, wrists on rbm14) are measured from the
+   plates' motion over every frame of the captures (:mod:`rbmcap.calibrate.functional`), the
+   fitted body's joint centres the prior for what the motion leaves open.
+5. Diagnostics (:mod:`rbmcap.calibrate.report`): residuals, what the data did not determine, the
    body's proportions beside the plates'; an implausible fit is one :class:`DataError`.
-5. :func:`calibrate_files` reads the captures, runs :func:`calibrate` (or the T-pose quick
+6. :func:`calibrate_files` reads the captures, runs :func:`calibrate` (or the T-pose quick
    start, :mod:`rbmcap.calibrate.tpose_fit`), checks the calibration over the whole takes
    (:func:`rbmcap.calibrate.takes.check_takes`) and writes the YAML atomically.
 """
@@ -27,6 +30,7 @@ from rbmcap.baseline.prior import default_pose_prior, load_pose_prior
 from rbmcap.body import load_body_model
 from rbmcap.calibrate.calibration import Calibration, PlateOffset
 from rbmcap.calibrate.frames import FrameSpec, select_frames
+from rbmcap.calibrate.functional import adjacent_pairs, in_frames, measure_joints
 from rbmcap.calibrate.objective import FitWeights, SessionFit
 from rbmcap.calibrate.report import build_report, check_plausible
 from rbmcap.calibrate.start import (
@@ -109,7 +113,35 @@ def calibrate(
     state = fit.run(iterations)
     report = build_report(fit, state, caps, chosen)
     check_plausible(report, fit, state)
-    return _calibration(state, report, caps, chosen, names)
+    calib = _calibration(state, report, caps, chosen, names)
+    calib.joints = functional_joints(fit, state, caps, synth.markers)
+    report.functional = [j.describe() for j in calib.joints.values()]
+    return calib
+
+
+def functional_joints(fit: SessionFit, state, caps, markers) -> dict:
+    """The joints the marker set's plates bracket, measured over every frame of ``caps``
+    (:func:`rbmcap.calibrate.functional.measure_joints`), with the fitted body's joint centres
+    in the plates' frames (mean over the frames fitted) as the prior."""
+    from rbmcap.skeleton import SMPL_JOINT_NAMES
+
+    pairs = adjacent_pairs(markers)
+    names = list(markers.names)
+    with torch.no_grad():
+        joints = fit.body.pose_joints(state.rotmats, state.betas, state.trans)[0].numpy()
+    pos, rot, valid = fit.pos.numpy(), fit.rot.numpy(), fit.valid.numpy()
+    priors = {}
+    for pair in pairs:
+        a, b = names.index(pair.parent), names.index(pair.child)
+        both = valid[:, a] & valid[:, b]
+        if both.any():
+            j = joints[both, SMPL_JOINT_NAMES.index(pair.joint)]
+            priors[pair.joint] = in_frames(
+                j, rot[both, a], pos[both, a], rot[both, b], pos[both, b]
+            )
+    every = [np.concatenate([getattr(c, k) for c in caps]) for k in ("pos", "rot", "valid")]
+    found = measure_joints(*every, names, pairs, priors)
+    return {j.joint: j for j in found}
 
 
 def _calibration(state, report, caps, chosen, names: list[str]) -> Calibration:

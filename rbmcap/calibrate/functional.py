@@ -1,0 +1,290 @@
+"""Functional joint centres and hinge axes from the relative motion of two plates (SCoRE and
+SARA, Ehrig et al. 2006, 2007).
+
+A joint between two plated segments A (the parent) and B is a point fixed in both plates'
+frames. Over T frames of plate poses (R_A, p_A), (R_B, p_B) its coordinates c_A, c_B in the two
+frames solve, in the least-squares sense (SCoRE),
+
+    R_A(t) c_A + p_A(t) = R_B(t) c_B + p_B(t)        i.e.  [R_A  −R_B] [c_A; c_B] = p_B − p_A.
+
+The 3T × 6 system M x = y has three singular values near √(2T) (the two plates agree on where
+the joint is) and three that grow with the relative rotation about each direction. A hinge
+turns about one axis only, so one of them is near zero: the centre slides along the axis, which
+is then the null direction of M (SARA). Each singular direction v_i of x blends the data's
+answer d_i = u_iᵀ y / s_i with the prior's (the body model's joint centre in the two plates'
+frames, v_iᵀ x_prior), weighted by their precisions:
+
+    x = Σ_i v_i (w_i d_i + (1 − w_i) v_iᵀ x_prior),   w_i = π_i / (π_i + τ⁻²),   π_i = s_i² / (Tσ²)
+
+σ is the fit's residual per frame (at least :data:`SIGMA_FLOOR_M`) and τ = :data:`PRIOR_M` how far
+a body model's joint centre may be from the subject's. π_i treats the frames' errors as
+correlated (soft tissue and a marker model's frame-to-frame recomputation are; independent errors
+would be T times more precise), so 1/√(π_i + 1/τ²) bounds how far the direction can be off: its
+**uncertainty**. A direction with w_i < ½ is counted as taken from the prior. Without a prior,
+x_prior is the point midway between the two plates (:func:`midpoint_prior`).
+
+The **axis** is the principal direction of the relative rotations R_Aᵀ R_B about their mean
+(in A's frame, and carried into B's by the mean), the **range** the angle swept about it and
+the **off-axis** spread the root-mean-square angle about the other two directions. An axis is
+determined when the range is at least :data:`AXIS_RANGE_DEG`.
+
+Only adjacent joints are measured: the joint at the proximal end of plate B's segment whose
+parent in the body is the joint of plate A's segment (rbm14: knees, ankles, elbows, wrists).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import roma
+import torch
+
+from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
+
+PRIOR_M = 0.025
+"""How far the prior (a body model's joint centre) may be from the subject's joint, m: the
+Plug-in Gait walk's body joints are 21–45 mm from Vicon's (docs/results.md)."""
+SIGMA_FLOOR_M = 0.0005
+"""The least per-frame error assumed of a plate pair, m (a tracked plate's noise)."""
+AXIS_RANGE_DEG = 20.0
+"""An axis is determined when the take turns the joint through at least this angle about it."""
+MIN_FRAMES = 10
+"""Fewer frames with both plates seen: the joint is not measured (everything from the prior)."""
+HINGE_OFF_AXIS_DEG = 6.0
+"""A joint whose rotation off its axis has a spread below this turns as a hinge in the take."""
+
+
+JOINT_KEYS = (
+    "parent", "child", "centre_parent_m", "centre_child_m", "axis_parent", "axis_child",
+    "range_deg", "off_axis_deg", "residual_mm", "uncertainty_mm", "from_prior", "frames",
+)  # fmt: skip
+"""The keys of a joint's entry in a calibration file, in :meth:`FunctionalJoint.to_dict`'s order."""
+
+
+@dataclass(frozen=True)
+class JointPair:
+    """A joint between two plated segments: ``joint`` (SMPL name), ``parent`` and ``child``
+    plate names."""
+
+    joint: str
+    parent: str
+    child: str
+
+
+def adjacent_pairs(markers) -> list[JointPair]:
+    """The joints a marker set's plates bracket (module docstring), in the set's order.
+
+    ``markers``: a :class:`rbmcap.markers.MarkerSet` whose plates have anchors (their segment's
+    SMPL joint) and parents.
+    """
+    pairs = []
+    for i, anchor in enumerate(markers.anchors):
+        p = markers.parents[i]
+        if anchor is None or p < 0 or markers.anchors[p] is None:
+            continue
+        if SMPL_PARENTS[anchor.joint] == markers.anchors[p].joint:
+            pairs.append(
+                JointPair(SMPL_JOINT_NAMES[anchor.joint], markers.names[p], markers.names[i])
+            )
+    return pairs
+
+
+@dataclass
+class FunctionalJoint:
+    """One joint measured from the motion of its two plates (module docstring).
+
+    Attributes:
+        joint, parent, child: the SMPL joint and the two plates.
+        centre_parent, centre_child: (3,) m, the centre in each plate's frame.
+        axis_parent, axis_child: (3,) unit axis in each plate's frame.
+        range_deg: the angle swept about the axis; off_axis_deg: the rotation's spread off it.
+        residual_mm: root-mean-square distance between the two plates' estimates of the centre.
+        uncertainty_mm: (3,) per direction of the centre (in the parent plate's frame, sorted
+            from the best determined), how far correlated errors of the residual's size move it.
+        from_prior: how many of the centre's six directions came from the prior (0: all from the
+            motion).
+        frames: frames used (both plates seen).
+    """
+
+    joint: str
+    parent: str
+    child: str
+    centre_parent: np.ndarray
+    centre_child: np.ndarray
+    axis_parent: np.ndarray
+    axis_child: np.ndarray
+    range_deg: float
+    off_axis_deg: float
+    residual_mm: float
+    uncertainty_mm: np.ndarray
+    from_prior: int
+    frames: int
+
+    @property
+    def axis_determined(self) -> bool:
+        """The take turns the joint enough about its axis to fix it."""
+        return self.frames >= MIN_FRAMES and self.range_deg >= AXIS_RANGE_DEG
+
+    @property
+    def hinge(self) -> bool:
+        """The joint turned as a hinge in the take (determined axis, little off it)."""
+        return self.axis_determined and self.off_axis_deg < HINGE_OFF_AXIS_DEG
+
+    @property
+    def centre_determined(self) -> bool:
+        """Every direction of the centre came from the motion."""
+        return self.frames >= MIN_FRAMES and self.from_prior == 0
+
+    def estimates(self, pa, ra, pb, rb) -> tuple[np.ndarray, np.ndarray]:
+        """The centre as each plate puts it: (..., 3) from parent poses ``pa`` (..., 3), ``ra``
+        (..., 3, 3) and from child poses ``pb``, ``rb``."""
+        return pa + ra @ self.centre_parent, pb + rb @ self.centre_child
+
+    def describe(self) -> str:
+        """One line a lab can act on, e.g. ``right knee: turned 55° about its axis (off it
+        3.7°), hinge; centre: 1 of 6 directions from the body (±52 mm)``."""
+        name = self.joint.replace("_", " ")
+        if self.frames < MIN_FRAMES:
+            return f"{name}: {self.frames} frames with both plates seen: not measured"
+        turn = f"turned {self.range_deg:.0f}° about its axis (off it {self.off_axis_deg:.1f}°)"
+        axis = "hinge" if self.hinge else "axis determined"
+        if not self.axis_determined:
+            axis = "axis not determined"
+        if self.from_prior:
+            worst = float(self.uncertainty_mm[-1])
+            centre = (
+                f"centre: {self.from_prior} of 6 directions from the body model "
+                f"(the motion leaves ±{min(worst, 999.0):.0f} mm)"
+            )
+        else:
+            centre = f"centre determined (±{float(self.uncertainty_mm[-1]):.1f} mm)"
+        return f"{name}: {turn}, {axis}; {centre}; residual {self.residual_mm:.1f} mm"
+
+    def to_dict(self) -> dict:
+        """The calibration file's entry (plain lists and floats)."""
+
+        def v(x) -> list[float]:
+            return [round(float(a), 6) for a in np.asarray(x).reshape(-1)]
+
+        return {
+            "parent": self.parent,
+            "child": self.child,
+            "centre_parent_m": v(self.centre_parent),
+            "centre_child_m": v(self.centre_child),
+            "axis_parent": v(self.axis_parent),
+            "axis_child": v(self.axis_child),
+            "range_deg": round(self.range_deg, 2),
+            "off_axis_deg": round(self.off_axis_deg, 2),
+            "residual_mm": round(self.residual_mm, 3),
+            "uncertainty_mm": [round(min(float(u), 1e6), 2) for u in self.uncertainty_mm],
+            "from_prior": int(self.from_prior),
+            "frames": int(self.frames),
+        }
+
+
+def fit_joint(
+    pair: JointPair, ra, pa, rb, pb, prior: tuple[np.ndarray, np.ndarray] | None = None
+) -> FunctionalJoint:
+    """SCoRE centre and SARA axis of one joint (module docstring).
+
+    Args:
+        pair: the joint and its plates.
+        ra, pa, rb, pb: (T, 3, 3), (T, 3) m the parent's and the child's poses over the frames
+            where both are seen.
+        prior: the body model's centre in the parent's and the child's frame ((3,), (3,) m), for
+            the directions the motion leaves open; None: :func:`midpoint_prior`.
+    """
+    ra, pa, rb, pb = (np.asarray(a, dtype=np.float64) for a in (ra, pa, rb, pb))
+    t = len(ra)
+    if prior is None:
+        prior = midpoint_prior(ra, pa, rb, pb)
+    x_prior = np.concatenate([prior[0], prior[1]])
+    if t < MIN_FRAMES:
+        eye = np.eye(3)[0]
+        return FunctionalJoint(
+            pair.joint, pair.parent, pair.child, x_prior[:3], x_prior[3:], eye, eye,
+            0.0, 0.0, 0.0, np.full(3, PRIOR_M * 1e3), 6, t,
+        )  # fmt: skip
+    m = np.concatenate([ra, -rb], axis=2).reshape(-1, 6)
+    y = (pb - pa).reshape(-1)
+    u, s, vt = np.linalg.svd(m, full_matrices=False)
+    solvable = s > 1e-9 * s[0]
+    data = np.where(solvable, u.T @ y / np.where(solvable, s, 1.0), 0.0)
+    fitted = m @ (vt.T @ data) - y
+    sigma = math.sqrt(float(fitted @ fitted) / max(1, 3 * t - 6) * 3.0)  # per point
+    # per direction: the data's precision (errors correlated over frames) and the prior's
+    precision = (s / max(sigma, SIGMA_FLOOR_M)) ** 2 / t
+    weight = precision / (precision + PRIOR_M**-2)
+    x = vt.T @ (weight * data + (1.0 - weight) * (vt @ x_prior))
+    uncertainty = 1e3 / np.sqrt(precision + PRIOR_M**-2)
+    ea, eb = pa + ra @ x[:3], pb + rb @ x[3:]
+    residual = float(np.sqrt(((ea - eb) ** 2).sum(-1).mean())) * 1e3
+    axis_a, axis_b, rng, off = _axis(ra, rb)
+    return FunctionalJoint(
+        pair.joint,
+        pair.parent,
+        pair.child,
+        x[:3],
+        x[3:],
+        axis_a,
+        axis_b,
+        rng,
+        off,
+        residual,
+        uncertainty[3:],  # the three directions the joint's turning determines
+        int((weight < 0.5).sum()),
+        t,
+    )
+
+
+def in_frames(point, ra, pa, rb, pb) -> tuple[np.ndarray, np.ndarray]:
+    """A point (T, 3) m given per frame, in the parent's and the child's frame (mean over the
+    frames): a prior for :func:`fit_joint`."""
+    point = np.asarray(point, dtype=np.float64)
+    in_a = np.einsum("tji,tj->ti", ra, point - pa).mean(0)
+    in_b = np.einsum("tji,tj->ti", rb, point - pb).mean(0)
+    return in_a, in_b
+
+
+def midpoint_prior(ra, pa, rb, pb) -> tuple[np.ndarray, np.ndarray]:
+    """The prior without a body: the point midway between the two plates, in their frames."""
+    return in_frames(0.5 * (pa + pb), ra, pa, rb, pb)
+
+
+def _axis(ra: np.ndarray, rb: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """The principal axis of the relative rotations R_Aᵀ R_B in A's and B's frame, the range
+    swept about it and the rotation's spread off it (degrees)."""
+    rel = torch.as_tensor(np.einsum("tji,tjk->tik", ra, rb))
+    mean = roma.special_procrustes(rel.mean(0))
+    turns = roma.rotmat_to_rotvec(rel @ mean.T).numpy()  # in A's frame, about the mean
+    centred = turns - turns.mean(0)
+    evals, evecs = np.linalg.eigh(centred.T @ centred / len(turns))
+    axis = evecs[:, -1]
+    along = turns @ axis
+    if np.median(along) < 0 or (np.median(along) == 0 and axis[np.argmax(np.abs(axis))] < 0):
+        axis, along = -axis, -along
+    rng = math.degrees(float(along.max() - along.min()))
+    off = math.degrees(math.sqrt(max(0.0, float(evals[:2].sum()))))
+    return axis, mean.numpy().T @ axis, rng, off
+
+
+def measure_joints(pos, rot, valid, names, pairs, priors=None) -> list[FunctionalJoint]:
+    """Every joint of ``pairs`` measured over a take's frames.
+
+    Args:
+        pos, rot, valid: (T, N, 3) m, (T, N, 3, 3), (T, N) the plates, observed (physical).
+        names: the N plate names.
+        pairs: the joints (:func:`adjacent_pairs`).
+        priors: joint name → (centre in the parent's frame, in the child's), m
+            (:func:`in_frames`); a joint absent here gets :func:`midpoint_prior`.
+    """
+    pos, rot, valid = np.asarray(pos), np.asarray(rot), np.asarray(valid, dtype=bool)
+    out = []
+    for pair in pairs:
+        a, b = names.index(pair.parent), names.index(pair.child)
+        both = valid[:, a] & valid[:, b]
+        prior = (priors or {}).get(pair.joint)
+        out.append(fit_joint(pair, rot[both, a], pos[both, a], rot[both, b], pos[both, b], prior))
+    return out

@@ -146,6 +146,11 @@ def _angle_set(definition: AngleSet, side: str, frames: Mapping[str, np.ndarray]
     relative = torch.as_tensor(np.swapaxes(proximal, -1, -2) @ distal)
     euler = roma.rotmat_to_euler(definition.sequence, relative, degrees=True).numpy()
     signs = np.asarray(definition.left if side == "left" else definition.right)
+    if definition.sequence[0] == definition.sequence[2] and signs[definition.order.index(1)] < 0:
+        # proper Euler angles (Y-X-Y): the middle one comes in [0°, 180°]; where its sign turns
+        # it negative (the right side's mirror), read the same rotation's other triple
+        # (a + 180°, −b, c + 180°), so that the angle reported (elevation) is positive
+        euler = euler * [1.0, -1.0, 1.0] + [180.0, 0.0, 180.0]
     offset = np.asarray(definition.offset[: len(definition.order)])
     values = signs * euler[:, list(definition.order)] + offset
     return (values + 180.0) % 360.0 - 180.0

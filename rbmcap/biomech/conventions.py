@@ -8,24 +8,27 @@ are the world-from-segment frames of :mod:`rbmcap.biomech.frames` (Plug-in Gait'
 ``Aₚ``/``A_d`` turn them to the axes the convention names.
 
 **plug-in-gait** reproduces Vicon Plug-in Gait's outputs from Plug-in Gait's own segment frames
-(checked on a Plug-in Gait C3D: the angles it stores equal these to 0.001°): the lower limb and
+(checked on a Plug-in Gait C3D: the angles it stores equal these to 0.0001°): the lower limb and
 pelvis in Y-X-Z order (flexion about the proximal Y, ab/adduction about the floating X,
 rotation about the distal Z); the ankle and foot progression on the foot's own frame (Z along the
-foot, so its third rotation is inversion and the −90° offset makes a foot at right angles to the
-shank read 0); the thorax against the progression frame turned half a turn about the vertical;
-the shoulder in X-Y-Z order on the thorax; the elbow as flexion only.
+foot, toe to heel, so its third rotation is about the foot's long axis, and the −90° offset makes
+a foot at right angles to the shank read 0); the thorax against the progression frame turned half
+a turn about the vertical; the shoulder in X-Y-Z order on the thorax; the elbow as flexion only.
 
 **isb** follows the ISB's joint coordinate systems (Grood & Suntay 1983; Wu et al. 2002, 2005):
 segment axes X anterior, Y proximal, Z to the right; hip, knee, ankle (on a calcaneus frame, Y up,
 not along the foot) and elbow in Z-X-Y order; the shoulder (humerus on thorax) in Y-X-Y order
-(plane of elevation, elevation, axial rotation); pelvis, thorax and foot against the progression
+(plane of elevation, elevation, axial rotation; of the two Euler triples of one rotation, the
+one whose elevation is positive on both sides); pelvis, thorax and foot against the progression
 frame in Z-X-Y order.
 
 In both, a positive angle is clinical on both sides: flexion (dorsiflexion at the ankle),
 adduction (varus at the knee, inversion at the ankle), internal rotation; pelvis and thorax:
-anterior tilt, the side up, the side forward. The right side's frames are the left side's mirror
-images only in their meaning, not their axes (Y points left on both sides), so the signs of the
-second and third angles differ per side.
+anterior tilt, the side up, the side forward. One exception keeps Plug-in Gait's own numbers:
+its second ankle angle, about the foot's long axis pointing back, is positive for eversion (the
+component is named so). The right side's frames are the left side's mirror images only in their
+meaning, not their axes (Y points left on both sides), so the signs of the second and third
+angles differ per side.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ class AngleSet:
 
 _LIMB = ("flexion", "adduction", "internal rotation")
 _ANKLE = ("dorsiflexion", "inversion", "internal rotation")
+_PIG_ANKLE = ("dorsiflexion", "eversion", "internal rotation")
 _TRUNK = ("anterior tilt", "obliquity (side up)", "rotation (side forward)")
 
 PLUG_IN_GAIT: tuple[AngleSet, ...] = (
@@ -97,7 +101,7 @@ PLUG_IN_GAIT: tuple[AngleSet, ...] = (
         "{side}_tibia",
         "{side}_foot",
         "YXZ",
-        _ANKLE,
+        _PIG_ANKLE,
         (0, 2, 1),
         (-1, -1, -1),
         (-1, 1, 1),

@@ -1,25 +1,142 @@
-"""Clinical angles: known poses come out as posed, in both conventions and on both sides, and
-Plug-in Gait's own segment frames give Plug-in Gait's own angles."""
+"""Clinical angles: poses built about SMPL's own joint axes (its canonical body frame: x to the
+body's left, y up, z forward), not about the anatomical frames the angle code reads, come out as
+posed, in absolute degrees, in both conventions and on both sides; Plug-in Gait's own segment
+frames give Plug-in Gait's own angles to the 0.0001° the docs claim."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass
 
+import ezc3d
 import numpy as np
 import pytest
 import roma
 import torch
+from helpers.shared import PIG, require
 
 from rbmcap.biomech.angles import clinical_angles, joint_angles, progression_direction
-from rbmcap.biomech.frames import anatomical_frames
 from rbmcap.body import load_body_model
 from rbmcap.errors import ConfigError
 from rbmcap.motion.smpl_motion import SMPLMotion
-from rbmcap.skeleton import SMPL_JOINT_NAMES
+from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
-PIG = Path(__file__).resolve().parents[3] / "shared" / "data" / "pig"
 FACING_X = np.array([[0.0, 0, 1], [1, 0, 0], [0, 1, 0]])  # canonical Y up, Z forward -> Z up, +X
 SHAPES = {"mean": np.zeros(10), "tall and broad": np.array([2.0, -1.5, 1.0, 0.5, 0, 0, 0, 0, 0, 0])}
+CONVENTIONS = ("plug-in-gait", "isb")
+NEUTRAL_DEG = 12.0
+"""How far from its clinical value the stand-in reads, in absolute degrees: its pelvis and thorax
+frames come from mesh vertices (9-11° of anterior pelvic tilt and -7° of thorax tilt standing
+straight), its hip, knee and ankle centres are not in line (5-11° of flexion) and its elbows sit
+3° behind its shoulders. An axis a quarter or half turn off, or a sign flipped on an angle posed
+at 15° or more, falls well outside."""
+CHANGE_DEG = 0.5
+"""How closely the posed angle's change from standing follows the pose."""
+
+
+def _turn(axis: str, degrees: float) -> np.ndarray:
+    """(3, 3) right-handed rotation by ``degrees`` about the canonical ``axis`` (x, y or z)."""
+    return roma.euler_to_rotmat(axis, [np.radians(degrees)]).numpy()
+
+
+STANDING = {"left_shoulder": _turn("z", -90.0), "right_shoulder": _turn("z", 90.0)}
+"""Standing, every angle's zero: the rest pose (a T-pose) with the arms lowered to the sides."""
+
+
+def _motion(betas, turns: dict[str, np.ndarray], root: np.ndarray | None = None) -> SMPLMotion:
+    """Two frames walking 1 m along +X: :data:`STANDING`, then standing with ``turns`` (3, 3):
+    each joint's bone turned relative to its parent's about the canonical axes of the body (a
+    joint's turn replaces its standing one), and the whole body turned by ``root``."""
+    rotmats = np.tile(np.eye(3), (2, 24, 1, 1))
+    for t, frame_turns in enumerate((STANDING, STANDING | turns)):
+        above = np.tile(np.eye(3), (24, 1, 1))  # each bone's rotation in the canonical frame
+        for j in range(1, 24):
+            parent = above[SMPL_PARENTS[j]]
+            turn = frame_turns.get(SMPL_JOINT_NAMES[j], np.eye(3))
+            rotmats[t, j] = parent.T @ turn @ parent
+            above[j] = turn @ parent
+    rotmats[:, 0] = FACING_X
+    rotmats[1, 0] = FACING_X @ (np.eye(3) if root is None else root)
+    poses = roma.rotmat_to_rotvec(torch.as_tensor(rotmats)).numpy()
+    trans = np.array([[0.0, 0, 0.9], [1.0, 0, 0.9]])
+    return SMPLMotion(poses=poses, trans=trans, betas=betas, fps=1.0)
+
+
+def _both(left: str, right: str, axis: str, left_deg: float, right_deg: float) -> dict:
+    return {left: _turn(axis, left_deg), right: _turn(axis, right_deg)}
+
+
+def _legs(joint: str, axis: str, left_deg: float, right_deg: float) -> dict:
+    return _both(f"left_{joint}", f"right_{joint}", axis, left_deg, right_deg)
+
+
+@dataclass(frozen=True)
+class Pose:
+    """A known pose and what it reads: ``reads`` ``[(set, component, left°, right°)]`` in both
+    conventions, ``isb`` instead where the ISB's differ; ``additive``: whether the posed angle's
+    change from standing is the pose (not for the arms' Y-X-Y angles, undefined hanging)."""
+
+    turns: dict
+    reads: list[tuple[str, int, float, float]]
+    root: np.ndarray | None = None
+    isb: list[tuple[str, int, float, float]] | None = None
+    additive: bool = True
+
+
+POSES = {
+    # knee: flexion is the foot going back, about the body's left axis
+    "knees flexed 60": Pose(_legs("knee", "x", 60, 60), [("KneeAngles", 0, 60, 60)]),
+    # varus: the shank's foot end toward the midline (-x for the left leg)
+    "knees in 15 of varus": Pose(_legs("knee", "z", -15, 15), [("KneeAngles", 1, 15, 15)]),
+    "hips flexed 30": Pose(_legs("hip", "x", -30, -30), [("HipAngles", 0, 30, 30)]),
+    "hips abducted 20": Pose(_legs("hip", "z", 20, -20), [("HipAngles", 1, -20, -20)]),
+    # internal rotation: the knee's front turned toward the midline, about the vertical
+    "hips turned in 20": Pose(_legs("hip", "y", -20, 20), [("HipAngles", 2, 20, 20)]),
+    "ankles dorsiflexed 15": Pose(_legs("ankle", "x", -15, -15), [("AnkleAngles", 0, 15, 15)]),
+    # inversion: the sole turned toward the midline, about the foot's long (forward) axis;
+    # Plug-in Gait's second ankle angle is positive for eversion
+    "ankles inverted 20": Pose(
+        _legs("ankle", "z", -20, 20),
+        [("AnkleAngles", 1, -20, -20)],
+        isb=[("AnkleAngles", 1, 20, 20)],
+    ),
+    "feet turned in 20": Pose(
+        _legs("ankle", "y", -20, 20),
+        [("AnkleAngles", 2, 20, 20), ("FootProgressAngles", 2, 20, 20)],
+    ),
+    "pelvis tilted forward 15": Pose({}, [("PelvisAngles", 0, 15, 15)], root=_turn("x", 15)),
+    "pelvis left side up 10": Pose({}, [("PelvisAngles", 1, 10, -10)], root=_turn("z", 10)),
+    "pelvis left side forward 10": Pose({}, [("PelvisAngles", 2, 10, -10)], root=_turn("y", -10)),
+    "trunk leaning forward 20": Pose({"spine1": _turn("x", 20)}, [("ThoraxAngles", 0, 20, 20)]),
+    "trunk leaning right 15": Pose({"spine1": _turn("z", 15)}, [("ThoraxAngles", 1, 15, -15)]),
+    "trunk turned right 15": Pose({"spine1": _turn("y", -15)}, [("ThoraxAngles", 2, 15, -15)]),
+    # the forearm swung forward, about the body's right axis (the arm hanging)
+    "elbows flexed 90": Pose(
+        _both("left_elbow", "right_elbow", "x", -90, -90), [("ElbowAngles", 0, 90, 90)]
+    ),
+    "arms out to the sides (T-pose)": Pose(
+        _both("left_shoulder", "right_shoulder", "z", 0, 0),
+        [("ShoulderAngles", 0, 0, 0), ("ShoulderAngles", 1, 90, 90)],
+        additive=False,
+    ),
+    "arms raised forward 90": Pose(
+        {
+            "left_shoulder": _turn("x", -90) @ STANDING["left_shoulder"],
+            "right_shoulder": _turn("x", -90) @ STANDING["right_shoulder"],
+        },
+        [("ShoulderAngles", 0, 90, 90)],
+        # Y-X-Y: forward flexion is elevation in the plane at 90°, with -90° of axial rotation
+        isb=[("ShoulderAngles", k, d, d) for k, d in ((0, 90), (1, 90), (2, -90))],
+        additive=False,
+    ),
+    # out to the sides, turned about the arm's long axis so that the front of the arm faces down
+    "arms out, turned in 30": Pose(
+        _both("left_shoulder", "right_shoulder", "x", 30, 30),
+        [("ShoulderAngles", 2, 30, 30)],
+        additive=False,
+    ),
+}
+LEGS_AND_PELVIS = [n for n in POSES if n.split()[0] in ("knees", "hips", "ankles", "pelvis")]
+CASES = [(pose, "mean") for pose in POSES] + [(pose, "tall and broad") for pose in LEGS_AND_PELVIS]
 
 
 @pytest.fixture(scope="module")
@@ -27,113 +144,41 @@ def body():
     return load_body_model("standin", gender="neutral")
 
 
-def _motion(betas, joint_rotations: dict[str, np.ndarray] | None = None, root=None):
-    """Two frames walking 1 m along +X: the rest pose, then the rest pose with ``joint_rotations``
-    (local, 3×3) applied and the root turned by ``root`` in the body's own frame."""
-    poses = np.zeros((2, 24, 3))
-    rotmats = np.tile(np.eye(3), (2, 24, 1, 1))
-    rotmats[:, 0] = FACING_X
-    rotmats[1, 0] = FACING_X @ (np.eye(3) if root is None else root)
-    for name, r in (joint_rotations or {}).items():
-        rotmats[1, SMPL_JOINT_NAMES.index(name)] = r
-    poses[:] = roma.rotmat_to_rotvec(torch.as_tensor(rotmats)).numpy()
-    trans = np.array([[0.0, 0, 0.9], [1.0, 0, 0.9]])
-    return SMPLMotion(poses=poses, trans=trans, betas=betas, fps=1.0)
-
-
-def _about(axis: str, degrees: float) -> np.ndarray:
-    return roma.euler_to_rotmat(axis, [np.radians(degrees)]).numpy()
-
-
-def _about_anatomical(body, betas, segment: str, axis: str, degrees: float) -> np.ndarray:
-    """A rotation by ``degrees`` about one axis of ``segment``'s anatomical frame at rest, in
-    the body's rest (canonical) coordinates."""
-    frames = anatomical_frames(body, betas)
-    a = frames.rest[frames.names.index(segment)]
-    return a @ _about(axis, degrees) @ a.T
-
-
-def _about_floating_axis(body, betas, side: str, degrees: float) -> np.ndarray:
-    """A rotation of the hip by ``degrees`` about its floating axis at rest (the pelvis's X
-    turned by the hip's rest flexion about the pelvis's Y), in rest coordinates."""
-    frames = anatomical_frames(body, betas)
-    pelvis = frames.rest[frames.names.index("pelvis")]
-    femur = frames.rest[frames.names.index(f"{side}_femur")]
-    flexion = roma.rotmat_to_euler("YXZ", torch.as_tensor(pelvis.T @ femur))[0].item()
-    turn = _about("y", np.degrees(flexion))
-    return pelvis @ turn @ _about("x", degrees) @ turn.T @ pelvis.T
-
-
-def _change(table, name: str) -> np.ndarray:
-    """Posed minus rest angles of one set."""
-    a = table.angles[name]
-    return a[1] - a[0]
-
-
-@pytest.mark.parametrize("convention", ["plug-in-gait", "isb"])
+@pytest.mark.parametrize("convention", CONVENTIONS)
 @pytest.mark.parametrize("shape", SHAPES)
-def test_a_knee_bent_60_degrees_reads_60_of_flexion_and_nothing_else(body, shape, convention):
-    betas = SHAPES[shape]
-    bend = {  # about each femur's flexion axis (Y, to the left): the shank swings back
-        f"{side}_knee": _about_anatomical(body, betas, f"{side}_femur", "y", 60.0)
-        for side in ("left", "right")
-    }
-    table = clinical_angles(_motion(betas, bend), body, convention)
-    for side in "LR":
-        np.testing.assert_allclose(_change(table, f"{side}KneeAngles"), [60, 0, 0], atol=0.5)
-        np.testing.assert_allclose(_change(table, f"{side}HipAngles"), [0, 0, 0], atol=1e-6)
+def test_standing_reads_about_zero_in_every_angle(body, shape, convention):
+    table = clinical_angles(_motion(SHAPES[shape], {}), body, convention)
+    assert len(table.angles) == 16
+    for name, angles in table.angles.items():
+        standing = angles[0].copy()
+        if name.endswith("FootProgressAngles") and convention == "plug-in-gait":
+            standing[0] += 90.0  # Plug-in Gait's pitch of a level foot: its Z runs along it
+        if name.endswith("ShoulderAngles") and convention == "isb":
+            # the arm hanging, Y-X-Y's plane of elevation and axial rotation are one rotation
+            standing = np.array([0.0, standing[1], (standing[0] + standing[2] + 180) % 360 - 180])
+        np.testing.assert_allclose(standing, 0.0, atol=NEUTRAL_DEG, err_msg=name)
 
 
-@pytest.mark.parametrize("convention", ["plug-in-gait", "isb"])
-@pytest.mark.parametrize("shape", SHAPES)
-def test_a_hip_abducted_20_degrees_reads_minus_20_of_adduction_on_either_side(
-    body, shape, convention
+@pytest.mark.parametrize("convention", CONVENTIONS)
+@pytest.mark.parametrize(("pose", "shape"), CASES)
+def test_a_known_pose_reads_its_angle_in_absolute_degrees_on_both_sides(
+    body, pose, shape, convention
 ):
-    betas = SHAPES[shape]
-    out = {  # about each hip's floating axis: each leg swung outward
-        "left_hip": _about_floating_axis(body, betas, "left", 20.0),
-        "right_hip": _about_floating_axis(body, betas, "right", -20.0),
-    }
-    motion = _motion(betas, out)
-    table = clinical_angles(motion, body, convention)
-    for side in "LR":
-        np.testing.assert_allclose(_change(table, f"{side}HipAngles"), [0, -20, 0], atol=0.5)
-        np.testing.assert_allclose(_change(table, f"{side}KneeAngles"), [0, 0, 0], atol=1e-6)
-
-
-@pytest.mark.parametrize("convention", ["plug-in-gait", "isb"])
-@pytest.mark.parametrize("shape", SHAPES)
-def test_a_pelvis_tilted_10_degrees_forward_reads_10_of_anterior_tilt(body, shape, convention):
-    betas = SHAPES[shape]
-    tilt = _about("x", 10.0)  # about the lab's lateral axis: the top of the pelvis forward
-    table = clinical_angles(_motion(betas, root=tilt), body, convention)
-    for side in "LR":
-        np.testing.assert_allclose(_change(table, f"{side}PelvisAngles"), [10, 0, 0], atol=0.5)
-        np.testing.assert_allclose(_change(table, f"{side}HipAngles"), [0, 0, 0], atol=1e-6)
-
-
-@pytest.mark.parametrize("convention", ["plug-in-gait", "isb"])
-def test_a_leg_turned_inward_reads_internal_rotation_on_either_side(body, convention):
-    betas = SHAPES["mean"]
-    turn = {  # about each femur's long axis (Z): the left leg's front turns right and vice versa
-        "left_hip": _about_anatomical(body, betas, "left_femur", "z", -15.0),
-        "right_hip": _about_anatomical(body, betas, "right_femur", "z", 15.0),
-    }
-    table = clinical_angles(_motion(betas, turn), body, convention)
-    for side in "LR":
-        np.testing.assert_allclose(_change(table, f"{side}HipAngles"), [0, 0, 15], atol=0.5)
-
-
-def test_the_pelvis_turned_toward_one_side_brings_that_side_forward(body):
-    table = clinical_angles(_motion(SHAPES["mean"], root=_about("y", -10.0)), body)
-    # turned to its right: the left side comes forward
-    assert _change(table, "LPelvisAngles")[2] == pytest.approx(10.0, abs=0.5)
-    assert _change(table, "RPelvisAngles")[2] == pytest.approx(-10.0, abs=0.5)
+    known = POSES[pose]
+    table = clinical_angles(_motion(SHAPES[shape], known.turns, known.root), body, convention)
+    reads = known.isb if convention == "isb" and known.isb is not None else known.reads
+    for name, k, left, right in reads:
+        for side, expected in (("L", left), ("R", right)):
+            standing, posed = table.angles[side + name][:, k]
+            where = f"{side}{name}[{k}]: standing {standing:.1f}°, posed {posed:.1f}°"
+            assert posed == pytest.approx(expected, abs=NEUTRAL_DEG), where
+            if known.additive:
+                assert posed - standing == pytest.approx(expected, abs=CHANGE_DEG), where
 
 
 def test_an_unknown_convention_is_one_clear_error(body):
     with pytest.raises(ConfigError, match="expected one of plug-in-gait, isb"):
-        clinical_angles(_motion(SHAPES["mean"]), body, "vicon")
+        clinical_angles(_motion(SHAPES["mean"], {}), body, "vicon")
 
 
 def test_progression_follows_the_walk_and_snaps_to_the_lab_axes_for_plug_in_gait():
@@ -146,10 +191,8 @@ def test_progression_follows_the_walk_and_snaps_to_the_lab_axes_for_plug_in_gait
     np.testing.assert_allclose(standing, [1, 0, 0])
 
 
-@pytest.mark.skipif(not PIG.is_dir(), reason="shared/data/pig is absent")
-def test_plug_in_gaits_segment_frames_give_plug_in_gaits_own_angles():
-    ezc3d = pytest.importorskip("ezc3d")
-    c3d = ezc3d.c3d(str(PIG / "PiG_Motion-FlatFoot-One.c3d"))
+def test_plug_in_gaits_segment_frames_give_plug_in_gaits_own_angles_to_a_ten_thousandth():
+    c3d = ezc3d.c3d(str(require(PIG) / "PiG_Motion-FlatFoot-One.c3d"))
     labels = c3d["parameters"]["POINT"]["LABELS"]["value"]
     points = c3d["data"]["points"][:3].transpose(2, 1, 0)
 
@@ -173,30 +216,6 @@ def test_plug_in_gaits_segment_frames_give_plug_in_gaits_own_angles():
     assert len(table.angles) == 16
     for name, ours in table.angles.items():
         theirs = point(name)[:, : ours.shape[1]]
-        seen = np.abs(point(name)).sum(axis=1) > 0
-        diff = (ours[seen] - theirs[seen] + 180) % 360 - 180
-        assert np.abs(diff).max() < 0.01, name
-
-
-@pytest.mark.parametrize("convention", ["plug-in-gait", "isb"])
-def test_a_foot_raised_15_degrees_reads_15_of_dorsiflexion_on_either_side(body, convention):
-    betas = SHAPES["mean"]
-    raise_toes = {  # about each tibia's flexion axis (Y, to the left): the toes come up
-        f"{side}_ankle": _about_anatomical(body, betas, f"{side}_tibia", "y", -15.0)
-        for side in ("left", "right")
-    }
-    table = clinical_angles(_motion(betas, raise_toes), body, convention)
-    for side in "LR":
-        np.testing.assert_allclose(_change(table, f"{side}AnkleAngles"), [15, 0, 0], atol=0.5)
-
-
-@pytest.mark.parametrize("convention", ["plug-in-gait", "isb"])
-def test_an_elbow_bent_90_degrees_reads_90_of_flexion_on_either_side(body, convention):
-    betas = SHAPES["mean"]
-    bend = {  # about each humerus's flexion axis (its Y): the forearm comes forward
-        f"{side}_elbow": _about_anatomical(body, betas, f"{side}_humerus", "y", 90.0)
-        for side in ("left", "right")
-    }
-    table = clinical_angles(_motion(betas, bend), body, convention)
-    for side in "LR":
-        assert _change(table, f"{side}ElbowAngles")[0] == pytest.approx(90.0, abs=0.5)
+        assert (np.abs(theirs).sum(axis=1) > 0).all(), name  # every frame has the angle
+        diff = (ours - theirs + 180) % 360 - 180
+        assert np.abs(diff).max() < 1e-4, name

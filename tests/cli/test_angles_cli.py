@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import csv
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from helpers.shared import PIG, require
 from helpers.writers_c3d import write_c3d
 
 from rbmcap.cli.main import main
 from rbmcap.motion.procedural import generate
-
-PIG = Path(__file__).resolve().parents[3] / "shared" / "data" / "pig"
 
 
 @pytest.fixture
@@ -65,13 +63,12 @@ def test_a_motion_without_a_body_is_one_line(rbmcap, tmp_path):
     assert not (tmp_path / "a.csv").exists()
 
 
-@pytest.mark.skipif(not PIG.is_dir(), reason="shared/data/pig is absent")
 def test_eval_capture_angles_compares_a_walk_with_vicons_angles_and_draws_its_cycles(
     rbmcap, walk, tmp_path
 ):
     # the procedural walk is not the capture's: the figures are poor, the report complete
     png = tmp_path / "cycles.png"
-    c3d = PIG / "PiG_Motion-FlatFoot-One.c3d"
+    c3d = require(PIG) / "PiG_Motion-FlatFoot-One.c3d"
     done = rbmcap("eval-capture", walk, c3d, "--angles", "--png", png, "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -81,10 +78,9 @@ def test_eval_capture_angles_compares_a_walk_with_vicons_angles_and_draws_its_cy
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.skipif(not PIG.is_dir(), reason="shared/data/pig is absent")
 def test_landmarks_from_the_static_move_the_frames_to_the_subjects(rbmcap, walk, tmp_path):
     static = tmp_path / "static.npz"
-    c3d = PIG / "PiG_Calibration-FlatFoot-One.c3d"
+    c3d = require(PIG) / "PiG_Calibration-FlatFoot-One.c3d"
     done = rbmcap("import", c3d, "--plates", "plug-in-gait", "--markers", "rbm14", "--out", static)
     assert done.returncode == 0, done.stderr
     standing = tmp_path / "standing.npz"

@@ -1,6 +1,6 @@
 """The evaluation's clinical-angle metric: an answer equal to the truth scores zero, a knee bent
-by a known angle scores that angle in the knee's flexion alone, and frames of every sequence
-count once in the RMS."""
+by a known angle scores that angle in the knee's flexion alone, an answer turned the wrong way
+scores twice the angle, and frames of every sequence count once in the RMS."""
 
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 FACING_X = np.array([[0.0, 0, 1], [1, 0, 0], [0, 1, 0]])  # canonical Y up, Z forward -> Z up, +X
 BETAS = np.array([1.0, -0.5, 0.3, 0, 0, 0, 0, 0, 0, 0])
-KNEE = SMPL_JOINT_NAMES.index("left_knee")
 
 
 @pytest.fixture(scope="module")
@@ -33,15 +32,18 @@ def body():
     return load_body_model("standin", gender="neutral")
 
 
-def _walk(frames: int, knee_deg: float = 0.0, seed: int = 0) -> dict[str, np.ndarray]:
-    """A body walking 1 m along +X with small random rotations of every joint but its left
-    knee, which is bent by ``knee_deg`` about the body's left axis (flexion) in every frame."""
+def _walk(
+    frames: int, degrees: float = 0.0, seed: int = 0, joint: str = "left_knee", axis: str = "x"
+) -> dict[str, np.ndarray]:
+    """A body walking 1 m along +X with small random rotations of every joint but ``joint``,
+    which is turned by ``degrees`` about the body's canonical ``axis`` in every frame (the
+    default: the left knee about x, the body's left axis: flexion)."""
     rng = np.random.default_rng(seed)
     rotmats = roma.rotvec_to_rotmat(torch.as_tensor(0.15 * rng.standard_normal((frames, 24, 3))))
     rotmats = rotmats.numpy()
     rotmats[:, 0] = FACING_X
-    bend = roma.euler_to_rotmat("x", [np.radians(knee_deg)]).numpy()
-    rotmats[:, KNEE] = bend
+    bend = roma.euler_to_rotmat(axis, [np.radians(degrees)]).numpy()
+    rotmats[:, SMPL_JOINT_NAMES.index(joint)] = bend
     trans = np.stack([np.linspace(0, 1, frames), np.zeros(frames), np.full(frames, 0.9)], -1)
     poses = roma.rotmat_to_rotvec(torch.as_tensor(rotmats)).numpy()
     return {"poses": poses, "betas": BETAS, "trans": trans}
@@ -65,7 +67,7 @@ def test_an_answer_equal_to_the_truth_scores_zero_in_every_angle(body):
 
 
 def test_a_knee_bent_20_degrees_more_scores_20_in_its_flexion_alone(body):
-    errors = _errors(body, [(_walk(12, knee_deg=20.0), _walk(12))])
+    errors = _errors(body, [(_walk(12, degrees=20.0), _walk(12))])
     rms = errors.rms()
     assert rms["LKneeAngles"]["flexion"] == pytest.approx(20.0, abs=0.5)
     # the stand-in's knee rests in some 6° of adduction, so a bend about its own axis leaks
@@ -78,8 +80,27 @@ def test_a_knee_bent_20_degrees_more_scores_20_in_its_flexion_alone(body):
     assert not errors.meets_goal()
 
 
+@pytest.mark.parametrize(
+    ("joint", "axis", "degrees", "name", "component"),
+    [
+        ("left_knee", "x", 30.0, "LKneeAngles", "flexion"),  # the foot back
+        ("left_hip", "z", -15.0, "LHipAngles", "adduction"),  # the foot toward the midline
+        ("left_hip", "y", -20.0, "LHipAngles", "internal rotation"),  # the knee's front inward
+    ],
+)
+def test_an_answer_turned_the_wrong_way_scores_twice_the_angle_and_the_right_one_zero(
+    body, joint, axis, degrees, name, component
+):
+    truth = _walk(12, degrees, seed=4, joint=joint, axis=axis)
+    right = _errors(body, [(_walk(12, degrees, seed=4, joint=joint, axis=axis), truth)])
+    wrong = _errors(body, [(_walk(12, -degrees, seed=4, joint=joint, axis=axis), truth)])
+    assert right.rms()[name][component] == pytest.approx(0.0, abs=1e-6)
+    assert wrong.rms()[name][component] == pytest.approx(2 * abs(degrees), rel=0.1)
+    assert right.meets_goal() and not wrong.meets_goal()
+
+
 def test_every_frame_of_every_sequence_counts_once(body):
-    bent = (_walk(10, knee_deg=20.0, seed=1), _walk(10, seed=1))
+    bent = (_walk(10, degrees=20.0, seed=1), _walk(10, seed=1))
     straight = (_walk(30, seed=2), _walk(30, seed=2))
     rms = _errors(body, [bent, straight]).rms()
     # sqrt((10 frames × 20² + 30 × 0²) / 40 frames)
@@ -108,7 +129,7 @@ def test_the_scorer_records_angles_only_when_asked(body):
     truth = _walk(8)
     arrays = {**truth, "betas": np.tile(BETAS, (8, 1))}
     seq = Sequence("walk", arrays)
-    answer = _walk(8, knee_deg=10.0)
+    answer = _walk(8, degrees=10.0)
     result = MethodResult("network", "network")
     Scorer(body, 60.0, vertices=False, angles=True).record_angles(result, seq, answer)
     assert result.angles.rms()["LKneeAngles"]["flexion"] == pytest.approx(10.0, abs=0.5)

@@ -34,6 +34,18 @@ def test_an_offset_shows_in_the_rms_and_not_once_removed():
     assert rows[1].rms == pytest.approx(2.0)
 
 
+def test_an_angle_of_the_opposite_sign_scores_worse_in_every_figure():
+    t = np.linspace(0, 2 * np.pi, 200)
+    theirs = 20 + 30 * np.sin(t)
+    reference = {"LKneeAngles": np.stack([theirs, 0.5 * theirs, np.zeros_like(t)], axis=1)}
+    right = compare_angles(_table(theirs + 4.0), reference, 100.0)[0]
+    flipped = compare_angles(_table(-theirs), reference, 100.0)[0]
+    assert right.rms == pytest.approx(4.0) and flipped.rms > 50.0
+    assert right.rms_without_offset == pytest.approx(0.0, abs=1e-9)
+    assert flipped.rms_without_offset > 40.0
+    assert flipped.correlation == pytest.approx(-1.0) and right.correlation == pytest.approx(1.0)
+
+
 def test_frames_the_capture_lacks_are_left_out():
     theirs = np.full((50, 3), 10.0)
     theirs[10:20] = np.nan

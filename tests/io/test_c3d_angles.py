@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from helpers.shared import PIG, require
 from helpers.writers_c3d import write_c3d
 
 from rbmcap.errors import DataError
 from rbmcap.io.c3d_angles import read_c3d_angles
-
-PIG = Path(__file__).resolve().parents[3] / "shared" / "data" / "pig"
 
 
 def test_points_named_angles_are_read_in_degrees_and_gaps_are_nan(tmp_path):
@@ -33,9 +30,8 @@ def test_a_c3d_without_angles_is_one_clear_error(tmp_path):
         read_c3d_angles(path)
 
 
-@pytest.mark.skipif(not PIG.is_dir(), reason="shared/data/pig is absent")
 def test_the_plug_in_gait_walk_carries_its_angle_sets():
-    angles = read_c3d_angles(PIG / "PiG_Motion-FlatFoot-One.c3d")
+    angles = read_c3d_angles(require(PIG) / "PiG_Motion-FlatFoot-One.c3d")
     assert angles.fps == 100.0
     assert {"LHipAngles", "RKneeAngles", "LFootProgressAngles"} <= set(angles.angles)
     np.testing.assert_allclose(angles.angles["LKneeAngles"][100], [48.78, 15.94, 2.10], atol=0.01)

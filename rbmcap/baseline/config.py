@@ -39,6 +39,8 @@ class WeightsConfig:
         accel_sigma: predicted marker accelerations are divided by this (m/s²); 0 disables the
             temporal smoothness term.
         betas: weight of ‖β‖² (the shape prior), once per sequence.
+        joints_sigma_mm: joint centre residuals (the body's joints against the centres a
+            calibration measured from the plates' motion) are divided by this (mm).
     """
 
     position_sigma_mm: float
@@ -47,6 +49,7 @@ class WeightsConfig:
     pose_l2: float
     accel_sigma: float
     betas: float
+    joints_sigma_mm: float
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "weights.pose_l2": (_non_negative, "must be ≥ 0"),
     "weights.accel_sigma": (_non_negative, "must be ≥ 0 (0: no smoothness term)"),
     "weights.betas": (_non_negative, "must be ≥ 0"),
+    "weights.joints_sigma_mm": (_positive, "must be > 0"),
     "init": (lambda v: v in INITS, f"expected one of {INITS}"),
     "record": (lambda v: all(r >= 0 for r in v), "sweep counts must be ≥ 0"),
     "dtype": (lambda v: v in DTYPES, f"expected one of {DTYPES}"),

@@ -4,6 +4,10 @@
       + Σ_t w_prior · NLL_GMM(θ_body,t) + w_l2 · ‖θ_body,t‖²               pose prior
       + Σ_t Σ_i ‖Δ² p̂_ti · fps²‖² / σ_a²                                   smoothness
       + w_β ‖β − β₀‖²                                                      shape prior
+      + Σ_t Σ_k m_tk ‖J_tk − c_tk‖² / σ_j²                                  joint centres
+
+(the last only where a calibration measured joint centres c from the plates' motion,
+:mod:`rbmcap.calibrate.functional`; m marks the frames where both plates of joint k are seen)
 
 (β₀: the start's betas, another method's estimate of the shape, or zero).
 
@@ -49,6 +53,13 @@ def compose_rotmats(omega: torch.Tensor, root_base: torch.Tensor, body_pose: tor
 def predict_markers(body, topology: PlateTopology, rotmats, betas, trans):
     """Plate frames of the posed body: pos (T, N, 3), rot (T, N, 3, 3)."""
     return plate_frames(body.skin_vertices(topology.skin_ids, rotmats, betas, trans), topology)
+
+
+def predict_markers_and_joints(body, topology: PlateTopology, rotmats, betas, trans):
+    """Plate frames and joints of the posed body from one pass: pos (T, N, 3), rot
+    (T, N, 3, 3), joints (T, 24, 3)."""
+    verts, joints = body.skin_vertices_and_joints(topology.skin_ids, rotmats, betas, trans)
+    return (*plate_frames(verts, topology), joints)
 
 
 def objective_terms(

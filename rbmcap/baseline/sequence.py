@@ -55,7 +55,7 @@ import torch
 from torch.nn import functional
 
 from rbmcap.baseline.frame import FrameTerms, rotation_residual
-from rbmcap.baseline.objective import predict_markers
+from rbmcap.baseline.objective import predict_markers_and_joints
 
 DAMPING = (1e-4, 10.0, 1e4)
 """Levenberg–Marquardt damping λ: its start, the factor it grows by after a rejected step (and
@@ -139,6 +139,7 @@ class SequenceTerms(FrameTerms):
         super().__init__(body, topology, weights, prior, fps)
         self.orientation_weight = 1.0 if orientations else 0.0
         self.betas_weight = float(weights.betas)
+        self.joint_scale = 1.0 / (weights.joints_sigma_mm * 1e-3)
         coef = torch.tensor(NEIGHBOUR_COEFFICIENTS, dtype=self.eye3.dtype, device=self.eye3.device)
         self.register_buffer("coefficients", coef, persistent=False)
         if self.prior_weight > 0:
@@ -147,7 +148,7 @@ class SequenceTerms(FrameTerms):
                 "prior_precisions", factors @ factors.transpose(1, 2), persistent=False
             )
 
-    def block_residuals(self, x, base, betas, pos, rot, valid, held, near):
+    def block_residuals(self, x, base, betas, pos, rot, valid, held, near, centres=None, seen=None):
         """The residuals of F frames at R candidate unknowns each.
 
         Args:
@@ -157,30 +158,47 @@ class SequenceTerms(FrameTerms):
                 finite placeholders).
             held: (F, 3, N, 3) the held part of a_{t−1}, a_t, a_{t+1} (what the neighbours
                 contribute); near: (F, 3) 1 where that acceleration exists, else 0.
+            centres, seen: (F, 24, 3) joint centres measured from the plates and (F, 24) where
+                (:meth:`SequenceLM.__init__`), or None.
 
         Returns:
-            (residuals (F, R, 15N), predicted plate positions (F, R, N, 3)).
+            (residuals (F, R, 15N [+ 72]), predicted plate positions (F, R, N, 3)).
         """
         rotmats = rotmats_of(x[..., :72], base[:, None])
-        pp, pr = predict_markers(self.body, self.topology, rotmats, betas, x[..., 72:])
+        pp, pr, joints = predict_markers_and_joints(
+            self.body, self.topology, rotmats, betas, x[..., 72:]
+        )
         weight = valid[:, None, :, None].to(x.dtype)
         r_pos = (pp - pos[:, None]) * (weight * self.position_scale)
         scale = self.rotation_scale * self.orientation_weight
         r_rot = rotation_residual(rot[:, None], pr) * (weight * scale)
         accel = self.coefficients[:, None, None] * pp[:, :, None] + held[:, None]
         r_acc = accel * (near[:, None, :, None, None] * self.accel_scale)
-        return torch.cat([r_pos, r_rot, r_acc.flatten(2, 3)], dim=-2).flatten(-2), pp
+        parts = [r_pos, r_rot, r_acc.flatten(2, 3)]
+        if centres is not None:
+            parts.append(self._joint_residuals(joints, centres[:, None], seen[:, None]))
+        return torch.cat(parts, dim=-2).flatten(-2), pp
 
-    def data_residuals(self, x, base, betas, pos, rot, valid):
-        """Data residuals (F, 6N) and predicted plate positions (F, N, 3) of F frames at one
-        unknown each (x (F, 75), base (F, 3, 3), betas (F, B))."""
+    def data_residuals(self, x, base, betas, pos, rot, valid, centres=None, seen=None):
+        """Data residuals (F, 6N [+ 72]) and predicted plate positions (F, N, 3) of F frames at
+        one unknown each (x (F, 75), base (F, 3, 3), betas (F, B); centres, seen as for
+        :meth:`block_residuals`)."""
         rotmats = rotmats_of(x[:, :72], base)
-        pp, pr = predict_markers(self.body, self.topology, rotmats, betas, x[:, 72:])
+        pp, pr, joints = predict_markers_and_joints(
+            self.body, self.topology, rotmats, betas, x[:, 72:]
+        )
         weight = valid[..., None].to(x.dtype)
         r_pos = (pp - pos) * (weight * self.position_scale)
         scale = self.rotation_scale * self.orientation_weight
         r_rot = rotation_residual(rot, pr) * (weight * scale)
-        return torch.cat([r_pos, r_rot], dim=-2).flatten(-2), pp
+        parts = [r_pos, r_rot]
+        if centres is not None:
+            parts.append(self._joint_residuals(joints, centres, seen))
+        return torch.cat(parts, dim=-2).flatten(-2), pp
+
+    def _joint_residuals(self, joints, centres, seen):
+        """(J − c) / σ_j where ``seen``, else 0: (..., 24, 3)."""
+        return (joints - centres) * (seen[..., None].to(joints.dtype) * self.joint_scale)
 
     def prior_model(self, body_pose: torch.Tensor):
         """The pose prior and L2 terms at body poses (F, 69) and their Gauss–Newton model, in the
@@ -230,13 +248,25 @@ class SequenceLM:
         sync: called before each clock reading (a GPU's synchronisation).
         betas_centre: (B,) β₀, where the shape prior w_β‖β − β₀‖² is centred (default zero,
             the body model's mean shape).
+        centres: None, or joint centres measured from the plates' motion (a calibration's,
+            :mod:`rbmcap.calibrate.functional`) as ((T, 24, 3) m, (T, 24) bool where measured):
+            the body's joints are drawn to them (``weights.joints_sigma_mm``).
     """
 
     def __init__(
-        self, terms: SequenceTerms, pos, rot, valid, chunk: int = 64, sync=None, betas_centre=None
+        self,
+        terms: SequenceTerms,
+        pos,
+        rot,
+        valid,
+        chunk: int = 64,
+        sync=None,
+        betas_centre=None,
+        centres=None,
     ):
         self.terms = terms
         self.pos, self.rot, self.valid = pos, rot, valid
+        self.centres = centres
         self.chunk = max(1, int(chunk))
         self.sync = sync or (lambda: None)
         ref = terms.eye3
@@ -286,6 +316,7 @@ class SequenceLM:
                 self.pos[a:b],
                 self.rot[a:b],
                 self.valid[a:b],
+                *self._centres(slice(a, b)),
             )
             rs.append(r)
             ps.append(p)
@@ -312,6 +343,12 @@ class SequenceLM:
                 self._colour_step(st, frames, free_betas, smooth)
         if free_betas:
             self._shape_step(st)
+
+    def _centres(self, idx) -> tuple:
+        """The joint centres and where they were measured, of frames ``idx`` (or nothing)."""
+        if self.centres is None:
+            return ()
+        return self.centres[0][idx], self.centres[1][idx]
 
     def _neighbours(self, plates: torch.Tensor, idx: torch.Tensor):
         """The held parts (F, 3, N, 3) of a_{t−1}, a_t, a_{t+1} for frames ``idx`` and which of
@@ -366,7 +403,7 @@ class SequenceLM:
             near = torch.zeros_like(near)
         x, base, lam = st.x[idx], st.base[idx], st.damping[idx]
         f = len(idx)
-        obs = (self.pos[idx], self.rot[idx], self.valid[idx], held, near)
+        obs = (self.pos[idx], self.rot[idx], self.valid[idx], held, near, *self._centres(idx))
         deltas = self.deltas_betas if free_betas else self.deltas
         cand = x[:, None] + deltas[:, :75]
         betas = st.betas + deltas[:, 75:] if free_betas else st.betas[None]

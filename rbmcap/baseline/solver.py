@@ -100,6 +100,7 @@ class Solver:
         tolerance: float | None = None,
         snapshots: bool = False,
         hold_betas: bool = False,
+        joint_centres=None,
     ) -> Solution:
         """Fit one sequence. Long because its docstring states every argument.
 
@@ -123,6 +124,9 @@ class Solver:
                 fitting them: for a subject whose shape is known (a calibration). Fitted, their
                 prior w_β‖β − β₀‖² is centred on the start's betas β₀ (``init``'s, another
                 method's estimate of the shape), else on zero (the mean shape).
+            joint_centres: None, or joint centres measured from the plates' motion (a
+                calibration's, :func:`rbmcap.calibrate.functional.joint_centres`): ((T, 24, 3)
+                m, (T, 24) bool where measured), drawn on by the body's joints.
 
         Returns:
             :class:`Solution` (``unseen``: frames without any plate seen, held at the start).
@@ -158,6 +162,7 @@ class Solver:
             opt.chunk,
             self._sync,
             betas_centre=given.get("betas"),
+            centres=self._centres(joint_centres, num),
         )
         state = lm.state(rotmats, trans, betas)
         records, done, converged = run_sweeps(
@@ -252,6 +257,19 @@ class Solver:
         return rotmats, trans
 
     # ----------------------------------------------------------------------------- helpers
+    def _centres(self, joint_centres, num: int):
+        """``joint_centres`` as the solver's tensors, checked; None stays None."""
+        if joint_centres is None:
+            return None
+        centres, seen = self._tensor(joint_centres[0]), torch.as_tensor(joint_centres[1])
+        if centres.shape != (num, 24, 3) or seen.shape != (num, 24):
+            raise DataError(
+                f"joint centres of shape {tuple(centres.shape)} and {tuple(seen.shape)}, "
+                f"expected ({num}, 24, 3) and ({num}, 24)"
+            )
+        seen = seen.to(device=centres.device, dtype=torch.bool) & torch.isfinite(centres).all(-1)
+        return torch.where(seen[..., None], centres, torch.zeros_like(centres)), seen
+
     def _tensor(self, x) -> torch.Tensor:
         t = x if torch.is_tensor(x) else torch.from_numpy(np.array(x))
         return t.to(device=self.device, dtype=self.dtype)

@@ -288,3 +288,35 @@ def measure_joints(pos, rot, valid, names, pairs, priors=None) -> list[Functiona
         prior = (priors or {}).get(pair.joint)
         out.append(fit_joint(pair, rot[both, a], pos[both, a], rot[both, b], pos[both, b], prior))
     return out
+
+
+def joint_centres(joints, pos, rot, valid, names) -> tuple[np.ndarray, np.ndarray]:
+    """Each measured joint's centre in every frame, where the plates put it, as the solver takes
+    them (:meth:`rbmcap.baseline.Solver.solve`'s ``joint_centres``).
+
+    Args:
+        joints: the measured joints (a calibration's ``joints.values()``); joints measured on
+            fewer than :data:`MIN_FRAMES` frames are left out.
+        pos, rot, valid: (T, N, 3) m, (T, N, 3, 3), (T, N) the observed (physical) plates.
+        names: the N plate names.
+
+    Returns:
+        (T, 24, 3) m the centres (the mean of the two plates' estimates, or the one seen) and
+        (T, 24) bool where a plate of the joint is seen.
+    """
+    pos, rot = np.asarray(pos, dtype=np.float64), np.asarray(rot, dtype=np.float64)
+    valid = np.asarray(valid, dtype=bool)
+    centres = np.zeros((len(pos), 24, 3))
+    seen = np.zeros((len(pos), 24), dtype=bool)
+    for j in joints:
+        if j.frames < MIN_FRAMES or j.parent not in names or j.child not in names:
+            continue
+        a, b = names.index(j.parent), names.index(j.child)
+        ea, eb = j.estimates(pos[:, a], rot[:, a], pos[:, b], rot[:, b])
+        va, vb = valid[:, a, None], valid[:, b, None]
+        k = SMPL_JOINT_NAMES.index(j.joint)
+        total = np.where(va, ea, 0.0) + np.where(vb, eb, 0.0)
+        count = va.astype(float) + vb.astype(float)
+        centres[:, k] = total / np.maximum(count, 1.0)
+        seen[:, k] = (count > 0)[:, 0]
+    return centres, seen

@@ -38,8 +38,14 @@ from pathlib import Path
 import numpy as np
 
 from rbmcap.baseline.solver import DEFAULT_PRIOR, Solver
+from rbmcap.calibrate.functional import joint_centres
 from rbmcap.errors import ConfigError, DataError
-from rbmcap.inference.capture import calibrated_plates, checkpoint_body, predict_plates
+from rbmcap.inference.capture import (
+    calibrated_plates,
+    checkpoint_body,
+    match_plates,
+    predict_plates,
+)
 from rbmcap.markers.markerset import DEFAULT_MARKERS, MarkerSet, load_marker_set
 from rbmcap.motion.smpl_motion import SMPLMotion
 
@@ -143,7 +149,8 @@ def infer_capture(
             return CaptureAnswer(start, method, time.perf_counter() - t0)
         if start.num_frames != cap.num_frames:
             raise DataError(f"{label}: {cap.num_frames} frames, the start has {start.num_frames}")
-    sol = _optimise(solver, cap, start, calibration, iterations)
+    centres = _joint_centres(capture, list(ms.names), ms.name, calibration)
+    sol = _optimise(solver, cap, start, calibration, iterations, centres)
     motion = _solution_motion(sol, capture, ms.name, calibration is not None, body, cap.fps)
     if start is not None:
         motion.source["network"] = start.source
@@ -155,9 +162,21 @@ def infer_capture(
     )
 
 
-def _optimise(solver: Solver, cap, start: SMPLMotion | None, calibration, iterations=None):
+def _joint_centres(capture, names: list[str], marker_set: str, calibration):
+    """The joint centres a calibration measured from the plates' motion, where this capture's
+    plates put them (:func:`rbmcap.calibrate.functional.joint_centres`), or None."""
+    if not getattr(calibration, "joints", None):
+        return None
+    cap = match_plates(capture, names, marker_set)
+    return joint_centres(calibration.joints.values(), cap.pos, cap.rot, cap.valid, names)
+
+
+def _optimise(
+    solver: Solver, cap, start: SMPLMotion | None, calibration, iterations=None, centres=None
+):
     """The solver's :class:`~rbmcap.baseline.result.Solution` on the calibrated plates ``cap``
-    from ``start`` (the network's motion, or None: its own start), a calibration's betas held."""
+    from ``start`` (the network's motion, or None: its own start), a calibration's betas held
+    and its joint centres (``centres``) drawing the body's joints."""
     init = {} if start is None else {"poses": start.poses, "trans": start.trans}
     if start is not None:
         init["betas"] = start.betas
@@ -172,6 +191,7 @@ def _optimise(solver: Solver, cap, start: SMPLMotion | None, calibration, iterat
         init=init or None,
         iterations=iterations,
         hold_betas=held is not None,
+        joint_centres=centres,
     )
 
 

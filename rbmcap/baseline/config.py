@@ -41,6 +41,9 @@ class WeightsConfig:
         betas: weight of ‖β‖² (the shape prior), once per sequence.
         joints_sigma_mm: joint centre residuals (the body's joints against the centres a
             calibration measured from the plates' motion) are divided by this (mm).
+        hinge_sigma_deg: the turn of a calibrated hinge (a knee or elbow that turned about one
+            axis in the calibration's takes) off its axis is divided by this (deg); 0: hinges
+            are free ball joints.
     """
 
     position_sigma_mm: float
@@ -50,6 +53,7 @@ class WeightsConfig:
     accel_sigma: float
     betas: float
     joints_sigma_mm: float
+    hinge_sigma_deg: float
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "weights.accel_sigma": (_non_negative, "must be ≥ 0 (0: no smoothness term)"),
     "weights.betas": (_non_negative, "must be ≥ 0"),
     "weights.joints_sigma_mm": (_positive, "must be > 0"),
+    "weights.hinge_sigma_deg": (_non_negative, "must be ≥ 0 (0: hinges free)"),
     "init": (lambda v: v in INITS, f"expected one of {INITS}"),
     "record": (lambda v: all(r >= 0 for r in v), "sweep counts must be ≥ 0"),
     "dtype": (lambda v: v in DTYPES, f"expected one of {DTYPES}"),

@@ -46,6 +46,7 @@ still enter their neighbours' smoothness terms.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -140,6 +141,8 @@ class SequenceTerms(FrameTerms):
         self.orientation_weight = 1.0 if orientations else 0.0
         self.betas_weight = float(weights.betas)
         self.joint_scale = 1.0 / (weights.joints_sigma_mm * 1e-3)
+        hinge = weights.hinge_sigma_deg
+        self.hinge_scale = 1.0 / math.radians(hinge) if hinge > 0 else 0.0
         coef = torch.tensor(NEIGHBOUR_COEFFICIENTS, dtype=self.eye3.dtype, device=self.eye3.device)
         self.register_buffer("coefficients", coef, persistent=False)
         if self.prior_weight > 0:
@@ -148,7 +151,9 @@ class SequenceTerms(FrameTerms):
                 "prior_precisions", factors @ factors.transpose(1, 2), persistent=False
             )
 
-    def block_residuals(self, x, base, betas, pos, rot, valid, held, near, centres=None, seen=None):
+    def block_residuals(
+        self, x, base, betas, pos, rot, valid, held, near, centres=None, seen=None, hinges=None
+    ):
         """The residuals of F frames at R candidate unknowns each.
 
         Args:
@@ -160,9 +165,11 @@ class SequenceTerms(FrameTerms):
                 contribute); near: (F, 3) 1 where that acceleration exists, else 0.
             centres, seen: (F, 24, 3) joint centres measured from the plates and (F, 24) where
                 (:meth:`SequenceLM.__init__`), or None.
+            hinges: None, or (joint indices (K,), projectors (K, 3, 3) I − a aᵀ across each
+                hinge's axis a): each hinge's turn off its axis is a residual.
 
         Returns:
-            (residuals (F, R, 15N [+ 72]), predicted plate positions (F, R, N, 3)).
+            (residuals (F, R, 15N [+ 72] [+ 3K]), predicted plate positions (F, R, N, 3)).
         """
         rotmats = rotmats_of(x[..., :72], base[:, None])
         pp, pr, joints = predict_markers_and_joints(
@@ -177,12 +184,14 @@ class SequenceTerms(FrameTerms):
         parts = [r_pos, r_rot, r_acc.flatten(2, 3)]
         if centres is not None:
             parts.append(self._joint_residuals(joints, centres[:, None], seen[:, None]))
+        if hinges is not None:
+            parts.append(self._hinge_residuals(x, hinges))
         return torch.cat(parts, dim=-2).flatten(-2), pp
 
-    def data_residuals(self, x, base, betas, pos, rot, valid, centres=None, seen=None):
-        """Data residuals (F, 6N [+ 72]) and predicted plate positions (F, N, 3) of F frames at
-        one unknown each (x (F, 75), base (F, 3, 3), betas (F, B); centres, seen as for
-        :meth:`block_residuals`)."""
+    def data_residuals(self, x, base, betas, pos, rot, valid, centres=None, seen=None, hinges=None):
+        """Data residuals (F, 6N [+ 72] [+ 3K]) and predicted plate positions (F, N, 3) of F
+        frames at one unknown each (x (F, 75), base (F, 3, 3), betas (F, B); centres, seen,
+        hinges as for :meth:`block_residuals`)."""
         rotmats = rotmats_of(x[:, :72], base)
         pp, pr, joints = predict_markers_and_joints(
             self.body, self.topology, rotmats, betas, x[:, 72:]
@@ -194,7 +203,16 @@ class SequenceTerms(FrameTerms):
         parts = [r_pos, r_rot]
         if centres is not None:
             parts.append(self._joint_residuals(joints, centres, seen))
+        if hinges is not None:
+            parts.append(self._hinge_residuals(x, hinges))
         return torch.cat(parts, dim=-2).flatten(-2), pp
+
+    def _hinge_residuals(self, x, hinges):
+        """Each hinge's turn off its axis, (I − a aᵀ) ω_k / σ_h: (..., K, 3) from unknowns x
+        (..., 75) (ω_k: joint k's axis-angle, relative to its parent)."""
+        ids, across = hinges
+        turns = x[..., 3:72].unflatten(-1, (23, 3))[..., ids - 1, :]
+        return torch.einsum("kab,...kb->...ka", across, turns) * self.hinge_scale
 
     def _joint_residuals(self, joints, centres, seen):
         """(J − c) / σ_j where ``seen``, else 0: (..., 24, 3)."""
@@ -251,6 +269,9 @@ class SequenceLM:
         centres: None, or joint centres measured from the plates' motion (a calibration's,
             :mod:`rbmcap.calibrate.functional`) as ((T, 24, 3) m, (T, 24) bool where measured):
             the body's joints are drawn to them (``weights.joints_sigma_mm``).
+        hinges: None, or (joint indices (K,) in 1..23, axes (K, 3) unit, in each joint's parent
+            frame): those joints turn about their axis, their turn off it a residual
+            (``weights.hinge_sigma_deg``; 0 leaves them free).
     """
 
     def __init__(
@@ -263,10 +284,18 @@ class SequenceLM:
         sync=None,
         betas_centre=None,
         centres=None,
+        hinges=None,
     ):
         self.terms = terms
         self.pos, self.rot, self.valid = pos, rot, valid
         self.centres = centres
+        self.hinges = None
+        if hinges is not None and len(hinges[0]) and terms.hinge_scale > 0:
+            ids = torch.as_tensor(hinges[0], dtype=torch.long, device=pos.device)
+            axes = torch.as_tensor(hinges[1]).to(pos)
+            axes = axes / axes.norm(dim=-1, keepdim=True)
+            eye = torch.eye(3).to(pos)
+            self.hinges = (ids, eye - axes[:, :, None] * axes[:, None, :])
         self.chunk = max(1, int(chunk))
         self.sync = sync or (lambda: None)
         ref = terms.eye3
@@ -317,6 +346,7 @@ class SequenceLM:
                 self.rot[a:b],
                 self.valid[a:b],
                 *self._centres(slice(a, b)),
+                hinges=self.hinges,
             )
             rs.append(r)
             ps.append(p)
@@ -374,7 +404,7 @@ class SequenceLM:
         for p in parts:
             new = p.x - p.a_g
             r1, pp1 = self.terms.block_residuals(
-                new[:, None], p.base, st.betas.expand(len(p.idx), 1, nb), *p.obs
+                new[:, None], p.base, st.betas.expand(len(p.idx), 1, nb), *p.obs, hinges=self.hinges
             )
             e1 = (r1[:, 0] ** 2).sum(-1) + self.terms.prior_energy(new[:, 3:72])
             kept = torch.isfinite(e1) & (e1 < p.e0)
@@ -407,7 +437,7 @@ class SequenceLM:
         deltas = self.deltas_betas if free_betas else self.deltas
         cand = x[:, None] + deltas[:, :75]
         betas = st.betas + deltas[:, 75:] if free_betas else st.betas[None]
-        r, pp = terms.block_residuals(cand, base, betas.expand(f, -1, nb), *obs)
+        r, pp = terms.block_residuals(cand, base, betas.expand(f, -1, nb), *obs, hinges=self.hinges)
         r0 = r[:, 0]
         jac = (r[:, 1:] - r0[:, None]).transpose(1, 2) / DIFFERENCE_STEP  # (F, 15N, 75 [+ B])
         body_pose = x[:, 3:72]

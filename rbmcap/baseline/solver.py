@@ -101,6 +101,7 @@ class Solver:
         snapshots: bool = False,
         hold_betas: bool = False,
         joint_centres=None,
+        hinges=None,
     ) -> Solution:
         """Fit one sequence. Long because its docstring states every argument.
 
@@ -127,6 +128,9 @@ class Solver:
             joint_centres: None, or joint centres measured from the plates' motion (a
                 calibration's, :func:`rbmcap.calibrate.functional.joint_centres`): ((T, 24, 3)
                 m, (T, 24) bool where measured), drawn on by the body's joints.
+            hinges: None, or (joint indices (K,), axes (K, 3) in each joint's parent frame):
+                joints held near a turn about their axis (``weights.hinge_sigma_deg``;
+                :func:`rbmcap.calibrate.functional.hinge_axes`).
 
         Returns:
             :class:`Solution` (``unseen``: frames without any plate seen, held at the start).
@@ -163,6 +167,7 @@ class Solver:
             self._sync,
             betas_centre=given.get("betas"),
             centres=self._centres(joint_centres, num),
+            hinges=hinges,
         )
         state = lm.state(rotmats, trans, betas)
         records, done, converged = run_sweeps(

@@ -20,11 +20,13 @@ carries), for both sides alike:
 | humerus | elbow → shoulder | Y × Z (posterior, arm hanging) | right, arm hanging |
 | radius | wrist → elbow | Y × Z | as the humerus |
 
-Y points to the subject's left on both sides. The legs' flexion axis is the body model's own
-(its rest frame's X): a lateral knee or ankle vertex sits some 5 cm from the joint centre, where
-1 cm of misplacement twists the axis by 11°. The arms' Y is the elbow's flexion axis; the rest
-pose holds the arms out (T-pose), where that axis is vertical (down for the left arm, up for the
-right). The progression frame ("lab") has X along the walk, Z up.
+Y points to the subject's left on both sides. A subject's axes measured from its plates'
+motion (:func:`functional_landmarks`: the knee's for the femur, the ankle's for the tibia, the
+elbow's for both arm segments) take the place of the body's. Otherwise the legs' flexion axis
+is the body model's own (its rest frame's X): a lateral knee or ankle vertex sits some 5 cm
+from the joint centre, where 1 cm of misplacement twists the axis by 11°. The arms' Y is the
+elbow's flexion axis; the rest pose holds the arms out (T-pose), where that axis is vertical
+(down for the left arm, up for the right). The progression frame ("lab") has X along the walk, Z up.
 """
 
 from __future__ import annotations
@@ -75,6 +77,15 @@ class Landmarks:
 
     points: dict[str, dict[str, np.ndarray]]
     source: str = ""
+
+    def merged(self, other: Landmarks | None) -> Landmarks:
+        """These landmarks with ``other``'s added segment by segment (``other``'s win)."""
+        if other is None:
+            return self
+        points = {k: dict(v) for k, v in self.points.items()}
+        for segment, found in other.points.items():
+            points[segment] = points.get(segment, {}) | found
+        return Landmarks(points, " + ".join(s for s in (self.source, other.source) if s))
 
 
 @dataclass(frozen=True)
@@ -146,6 +157,42 @@ def _all_segments(p: dict[str, np.ndarray], measured: set[str]) -> dict[str, np.
     return built
 
 
+FUNCTIONAL_AXES = {
+    "femur": ("knee",),
+    "tibia": ("ankle", "knee"),
+    "humerus": ("elbow",),
+    "radius": ("elbow",),
+}
+"""Each limb segment and the joints whose measured axis gives its flexion axis, in order of
+preference: the tibia takes the ankle's (as Plug-in Gait's tibia takes its ankle marker), else
+the knee's."""
+
+
+def functional_landmarks(axes: dict[str, np.ndarray], source: str = "") -> Landmarks:
+    """Landmarks that give the limb segments the flexion axes measured from a subject's plates'
+    motion (:func:`rbmcap.calibrate.functional.bone_axes`).
+
+    Args:
+        axes: ``{(side)_(joint): (3,) axis}`` in the rest coordinates of the bone carrying the
+            segment it is for (:data:`FUNCTIONAL_AXES`): the knee's in the thigh's bone, the
+            ankle's in the shin's, the elbow's in the upper arm's (``(side)_elbow``) and the
+            forearm's (``(side)_elbow_child``).
+        source: where they were measured.
+    """
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for side in ("left", "right"):
+        for segment, joints in FUNCTIONAL_AXES.items():
+            suffix = "_child" if segment == "radius" else ""
+            for joint in joints:
+                key = f"{side}_{joint}" + (suffix if joint == "elbow" else "")
+                if joint == "knee" and segment == "tibia":
+                    key = f"{side}_knee_child"
+                if key in axes:
+                    out[f"{side}_{segment}"] = {f"{side}_{joint}_axis": np.asarray(axes[key])}
+                    break
+    return Landmarks(out, source)
+
+
 def segment_rotations(
     body,
     poses: np.ndarray | torch.Tensor,
@@ -177,6 +224,12 @@ def axes_zx(z: np.ndarray, x_hint: np.ndarray) -> np.ndarray:
     return np.stack([np.cross(y, z), y, z], axis=-1)
 
 
+def _leftward(axis: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``axis`` (an axis measured either way round) turned to point as ``reference`` does."""
+    axis = np.asarray(axis, dtype=np.float64)
+    return -axis if float(axis @ reference) < 0 else axis
+
+
 def _pelvis(m: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     y = m["LASI"] - m["RASI"]
     forward = (m["LASI"] + m["RASI"] - m["LPSI"] - m["RPSI"]) / 2
@@ -199,6 +252,9 @@ def _leg(side: str, sign: float, p: dict, measured: set[str]) -> dict[str, np.nd
     knee_axis, ankle_axis = _LEFT, _LEFT  # the body model's own flexion axis
     if {f"{s}KNE", f"{s}ANK"} <= measured:  # a subject's lateral markers: its own axes
         knee_axis, ankle_axis = sign * (p[f"{s}KNE"] - knee), sign * (p[f"{s}ANK"] - ankle)
+    # axes measured from the plates' motion (functional calibration), turned to point left
+    knee_axis = _leftward(p.get(f"{side}_knee_axis", knee_axis), _LEFT)
+    ankle_axis = _leftward(p.get(f"{side}_ankle_axis", ankle_axis), _LEFT)
     return {
         f"{side}_femur": axes(hip - knee, knee_axis),
         f"{side}_tibia": axes(knee - ankle, ankle_axis),
@@ -209,6 +265,7 @@ def _leg(side: str, sign: float, p: dict, measured: set[str]) -> dict[str, np.nd
 def _arm(side: str, sign: float, j: dict) -> dict[str, np.ndarray]:
     shoulder, elbow, wrist = j[f"{side}_shoulder"], j[f"{side}_elbow"], j[f"{side}_wrist"]
     flexion_axis = -sign * _UP  # the right-pointing axis of a hanging arm, turned to the T-pose
+    flexion_axis = _leftward(j.get(f"{side}_elbow_axis", flexion_axis), flexion_axis)
     return {
         f"{side}_humerus": axes(shoulder - elbow, flexion_axis),
         f"{side}_radius": axes(elbow - wrist, flexion_axis),

@@ -48,6 +48,7 @@ from rbmcap.calibrate.functional import JOINT_KEYS, FunctionalJoint
 from rbmcap.config.safe_yaml import read_yaml, type_name
 from rbmcap.config.values import MAX_MAGNITUDE, finite_vector, short_repr
 from rbmcap.errors import ConfigError, FormatError
+from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 if TYPE_CHECKING:
     from rbmcap.calibrate.report import CalibrationReport
@@ -323,8 +324,6 @@ def from_dict(data, where: str = "calibration") -> Calibration:
 
 def _joint(name, entry, plates: dict, where: str) -> FunctionalJoint:
     """One ``joints`` entry; ConfigError naming the key."""
-    from rbmcap.skeleton import SMPL_JOINT_NAMES
-
     key = f"joints.{name}"
     if name not in SMPL_JOINT_NAMES:
         raise ConfigError(f"{where}: joints: {short_repr(name)} is not an SMPL joint name")

@@ -41,6 +41,10 @@ import numpy as np
 import roma
 import torch
 
+from rbmcap.baseline.objective import predict_markers
+from rbmcap.biomech.frames import functional_landmarks
+from rbmcap.markers.markerset import load_marker_set
+from rbmcap.markers.synth import Synthesizer
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
 PRIOR_M = 0.025
@@ -52,6 +56,9 @@ AXIS_RANGE_DEG = 20.0
 """An axis is determined when the take turns the joint through at least this angle about it."""
 MIN_FRAMES = 10
 """Fewer frames with both plates seen: the joint is not measured (everything from the prior)."""
+HINGE_JOINTS = ("left_knee", "right_knee", "left_elbow", "right_elbow")
+"""The joints anatomy makes hinges, held to their axis by a solve's hinge term where the
+calibration found them turning as one."""
 HINGE_OFF_AXIS_DEG = 6.0
 """A joint whose rotation off its axis has a spread below this turns as a hinge in the take."""
 
@@ -209,9 +216,12 @@ def fit_joint(
         )  # fmt: skip
     m = np.concatenate([ra, -rb], axis=2).reshape(-1, 6)
     y = (pb - pa).reshape(-1)
-    u, s, vt = np.linalg.svd(m, full_matrices=False)
-    solvable = s > 1e-9 * s[0]
-    data = np.where(solvable, u.T @ y / np.where(solvable, s, 1.0), 0.0)
+    # the singular directions of M from its 6 × 6 normal matrix (s² its eigenvalues)
+    evals, evecs = np.linalg.eigh(m.T @ m)
+    order = np.argsort(evals)[::-1]
+    s, vt = np.sqrt(np.clip(evals[order], 0.0, None)), evecs[:, order].T
+    solvable = s > 1e-6 * s[0]
+    data = np.where(solvable, vt @ (m.T @ y) / np.where(solvable, s * s, 1.0), 0.0)
     fitted = m @ (vt.T @ data) - y
     sigma = math.sqrt(float(fitted @ fitted) / max(1, 3 * t - 6) * 3.0)  # per point
     # per direction: the data's precision (errors correlated over frames) and the prior's
@@ -320,3 +330,72 @@ def joint_centres(joints, pos, rot, valid, names) -> tuple[np.ndarray, np.ndarra
         centres[:, k] = total / np.maximum(count, 1.0)
         seen[:, k] = (count > 0)[:, 0]
     return centres, seen
+
+
+def bone_axes(joints, rest_rot, plate_rotation, names) -> dict[str, np.ndarray]:
+    """Each measured joint's axis (where the take determined it) in the rest coordinates of the
+    bones its two plates ride: ``{joint: axis in the parent's bone, joint + "_child": in the
+    child's}``.
+
+    A plate rides its bone: ``R_phys = G_bone C R_off`` with C its virtual plate's rotation in
+    the rest pose, so an axis ``a`` in the physical plate's frame is ``C R_off a`` in the bone's
+    (the frame the joint's own rotation, and the segment's rest frame, are expressed in).
+
+    Args:
+        joints: the measured joints (a calibration's ``joints.values()``).
+        rest_rot: (N, 3, 3) the virtual plates' rotations in the rest pose (the calibrated body).
+        plate_rotation: (N, 3, 3) the calibration's rotation offsets R_off, same order.
+        names: the N plate names.
+    """
+    out = {}
+    for j in joints:
+        if not j.axis_determined or j.parent not in names or j.child not in names:
+            continue
+        a, b = names.index(j.parent), names.index(j.child)
+        out[j.joint] = np.asarray(rest_rot[a]) @ np.asarray(plate_rotation[a]) @ j.axis_parent
+        out[j.joint + "_child"] = (
+            np.asarray(rest_rot[b]) @ np.asarray(plate_rotation[b]) @ j.axis_child
+        )
+    return out
+
+
+def hinge_axes(joints, rest_rot, plate_rotation, names) -> tuple[np.ndarray, np.ndarray]:
+    """The hinges among measured ``joints`` (:data:`HINGE_JOINTS` that turned as one,
+    :attr:`FunctionalJoint.hinge`) and their axes in each joint's parent bone
+    (:func:`bone_axes`), for a solve's hinge term (:meth:`rbmcap.baseline.Solver.solve`'s
+    ``hinges``); arguments as :func:`bone_axes`.
+
+    Returns:
+        (joint indices (K,) int, axes (K, 3)); K may be 0.
+    """
+    hinges = [j for j in joints if j.joint in HINGE_JOINTS and j.hinge]
+    axes = bone_axes(hinges, rest_rot, plate_rotation, names)
+    ids = [SMPL_JOINT_NAMES.index(j.joint) for j in hinges if j.joint in axes]
+    vectors = [axes[j.joint] for j in hinges if j.joint in axes]
+    return np.asarray(ids, dtype=np.int64), np.asarray(vectors, dtype=np.float64).reshape(-1, 3)
+
+
+def rest_plate_rotations(body, markers, betas) -> np.ndarray:
+    """(N, 3, 3) the virtual plates' rotations on ``body`` shaped by ``betas`` in the rest pose
+    (``markers``: a marker set or its name)."""
+    synth = Synthesizer(body, markers)
+    dtype = body.v_template.dtype
+    nb = body.num_betas
+    with torch.no_grad():
+        eye = torch.eye(3, dtype=dtype).expand(1, 24, 3, 3)
+        shape = torch.as_tensor(np.asarray(betas)[:nb], dtype=dtype)[None]
+        rest = predict_markers(body, synth.topology, eye, shape, torch.zeros(1, 3, dtype=dtype))
+    return rest[1][0].double().numpy()
+
+
+def axis_landmarks(calibration, body, markers="rbm14"):
+    """Landmarks (:func:`rbmcap.biomech.frames.functional_landmarks`) that give the limb
+    segments of ``body`` the flexion axes ``calibration`` measured from the plates' motion, for
+    clinical angles without a static; None when it measured none."""
+    marker_set = load_marker_set(markers)
+    names = list(marker_set.names)
+    if not calibration.joints:
+        return None
+    rest = rest_plate_rotations(body, marker_set, calibration.betas)
+    axes = bone_axes(calibration.joints.values(), rest, calibration.offsets(names).rotation, names)
+    return functional_landmarks(axes, calibration.source or "calibration") if axes else None

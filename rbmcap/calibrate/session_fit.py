@@ -46,6 +46,7 @@ from rbmcap.errors import ConfigError, DataError, FormatError
 from rbmcap.io.capture import Capture
 from rbmcap.markers.markerset import DEFAULT_MARKERS
 from rbmcap.markers.synth import Synthesizer
+from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 
 def session_captures(captures, names: list[str], marker_set: str) -> list:
@@ -123,8 +124,6 @@ def functional_joints(fit: SessionFit, state, caps, markers) -> dict:
     """The joints the marker set's plates bracket, measured over every frame of ``caps``
     (:func:`rbmcap.calibrate.functional.measure_joints`), with the fitted body's joint centres
     in the plates' frames (mean over the frames fitted) as the prior."""
-    from rbmcap.skeleton import SMPL_JOINT_NAMES
-
     pairs = adjacent_pairs(markers)
     names = list(markers.names)
     with torch.no_grad():

@@ -1,5 +1,6 @@
 """``rbmcap angles MOTION.npz --out angles.csv [--convention plug-in-gait|isb] [--body BODY]
-[--static STATIC.npz --static-motion STATIC_MOTION.npz] [--json]``: a motion's clinical joint
+[--static STATIC.npz --static-motion STATIC_MOTION.npz] [--calib CALIB.yaml] [--json]``: a
+motion's clinical joint
 angles (:mod:`rbmcap.biomech.angles`) as CSV, and its
 gait events (:mod:`rbmcap.biomech.events`) beside them (``angles.events.csv``)."""
 
@@ -32,16 +33,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--static-motion", default=None, help="with --static: that static inferred (.npz)"
     )
+    p.add_argument(
+        "--calib",
+        default=None,
+        help="calibration YAML whose joint axes, measured from the plates' motion, give the "
+        "limb segments' flexion axes (no static needed)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON summary")
     p.set_defaults(func=_angles)
 
 
 def _angles(args: argparse.Namespace) -> int:
     # start-up: the library loads torch, only when the command runs (not for --help)
-    from rbmcap.io.angles_csv import write_angles_and_events
+    from rbmcap.evaluation.capture_angles import write_angles
 
-    summary = write_angles_and_events(
-        args.motion, args.out, args.convention, args.body, args.static, args.static_motion
+    summary = write_angles(
+        args.motion,
+        args.out,
+        args.convention,
+        args.body,
+        args.static,
+        args.static_motion,
+        calib=args.calib,
     )
     if args.json:
         print(json.dumps(summary))

@@ -59,6 +59,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--static-motion", default=None, help="with --static: that static inferred (.npz)"
     )
+    p.add_argument(
+        "--calib",
+        default=None,
+        help="with --angles: calibration YAML whose joint axes, measured from the plates' "
+        "motion, give the limb segments' flexion axes (no static needed)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_eval_capture)
 
@@ -112,6 +118,7 @@ def _eval_angles(args: argparse.Namespace, motion, body) -> int:
         args.png,
         static=args.static,
         static_motion=args.static_motion,
+        calib=args.calib,
     )
     out = report.to_dict()
     print(json.dumps(out) if args.json else _angles_table(out))

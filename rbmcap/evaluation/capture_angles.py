@@ -19,11 +19,15 @@ from rbmcap.biomech.event_match import match_events
 from rbmcap.biomech.events import GaitEvent, detect_gait_events
 from rbmcap.biomech.frames import Landmarks
 from rbmcap.body import load_body_model
+from rbmcap.calibrate import Calibration
+from rbmcap.calibrate.functional import axis_landmarks
 from rbmcap.errors import DataError
 from rbmcap.evaluation.gait_cycles import plot_gait_cycles
+from rbmcap.io.angles_csv import write_angles_and_events
 from rbmcap.io.c3d_angles import read_c3d_angles
 from rbmcap.io.gait_events import read_c3d_events
 from rbmcap.io.static_landmarks import read_static_landmarks
+from rbmcap.motion.smpl_motion import read_motion
 
 COMPARED = (
     "PelvisAngles",
@@ -187,14 +191,21 @@ def evaluate_capture_angles(
     landmarks: Landmarks | None = None,
     static=None,
     static_motion=None,
+    calib=None,
 ) -> CaptureAnglesReport:
     """Compare ``motion``'s clinical angles and gait events with those the C3D file carries;
     draw the gait cycles to ``png`` when given. Frames from the subject's ``landmarks``, or
     those read from the ``static`` capture and its ``static_motion`` (files,
-    :func:`rbmcap.io.static_landmarks.read_static_landmarks`), instead of the body's."""
+    :func:`rbmcap.io.static_landmarks.read_static_landmarks`), instead of the body's; with
+    both, ``landmarks`` add to the static's; ``calib``: a calibration file whose joint axes,
+    measured from the plates' motion, give the limb segments' flexion axes
+    (:func:`calibration_landmarks`)."""
     if body is None:
         body = load_body_model("standin", gender=motion.gender)
-    landmarks = read_static_landmarks(static, static_motion, body) or landmarks
+    if calib is not None:
+        landmarks = calibration_landmarks(calib, body).merged(landmarks)
+    from_static = read_static_landmarks(static, static_motion, body)
+    landmarks = from_static.merged(landmarks) if from_static is not None else landmarks
     reference = read_c3d_angles(c3d_path)  # first: a C3D without angles fails before any work
     table = clinical_angles(motion, body, convention_name, landmarks=landmarks)
     ours = on_capture_frames(table, reference.fps, len(next(iter(reference.angles.values()))))
@@ -227,4 +238,34 @@ def evaluate_capture_angles(
         written = str(plot_gait_cycles(ours, reference.angles, strikes, png, title))
     return CaptureAnglesReport(
         rows, peaks, events, origin, ours, reference.angles, strikes, written
+    )
+
+
+def calibration_landmarks(calib, body):
+    """Landmarks on ``body`` from the joint axes the calibration file ``calib`` measured from the
+    plates' motion (:func:`rbmcap.calibrate.functional.axis_landmarks`); empty where it measured
+    none."""
+    return axis_landmarks(Calibration.load(calib), body) or Landmarks({}, str(calib))
+
+
+def write_angles(
+    motion_path,
+    out,
+    convention_name: str = "plug-in-gait",
+    body: str | None = None,
+    static=None,
+    static_motion=None,
+    calib=None,
+) -> dict:
+    """``rbmcap angles``: :func:`rbmcap.io.angles_csv.write_angles_and_events`, with the limb
+    segments' flexion axes from a calibration file ``calib`` when given
+    (:func:`calibration_landmarks`)."""
+    landmarks = None
+    if calib is not None:
+        motion = read_motion(motion_path)
+        landmarks = calibration_landmarks(
+            calib, load_body_model(body or "standin", gender=motion.gender)
+        )
+    return write_angles_and_events(
+        motion_path, out, convention_name, body, static, static_motion, landmarks=landmarks
     )

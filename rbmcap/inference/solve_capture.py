@@ -36,9 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from rbmcap.baseline.objective import predict_markers
 from rbmcap.baseline.solver import DEFAULT_PRIOR, Solver
-from rbmcap.calibrate.functional import joint_centres
+from rbmcap.calibrate.functional import hinge_axes, joint_centres
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.inference.capture import (
     calibrated_plates,
@@ -150,7 +152,8 @@ def infer_capture(
         if start.num_frames != cap.num_frames:
             raise DataError(f"{label}: {cap.num_frames} frames, the start has {start.num_frames}")
     centres = _joint_centres(capture, list(ms.names), ms.name, calibration)
-    sol = _optimise(solver, cap, start, calibration, iterations, centres)
+    hinges = _hinges(solver, calibration)
+    sol = _optimise(solver, cap, start, calibration, iterations, centres, hinges)
     motion = _solution_motion(sol, capture, ms.name, calibration is not None, body, cap.fps)
     if start is not None:
         motion.source["network"] = start.source
@@ -171,8 +174,31 @@ def _joint_centres(capture, names: list[str], marker_set: str, calibration):
     return joint_centres(calibration.joints.values(), cap.pos, cap.rot, cap.valid, names)
 
 
+def _hinges(solver: Solver, calibration):
+    """The calibration's hinges and their axes in the solver's body (the calibrated shape's
+    rest pose), or None (:func:`rbmcap.calibrate.functional.hinge_axes`)."""
+    if not getattr(calibration, "joints", None):
+        return None
+    names = list(solver.markers.names)
+    with torch.no_grad():
+        eye = torch.eye(3, dtype=solver.dtype).expand(1, 24, 3, 3)
+        nb = solver.body.num_betas
+        betas = torch.as_tensor(np.asarray(calibration.betas)[:nb], dtype=solver.dtype)[None]
+        zero = torch.zeros(1, 3, dtype=solver.dtype)
+        rest = predict_markers(solver.body, solver.topology, eye, betas, zero)[1][0]
+    offsets = calibration.offsets(names).rotation
+    ids, axes = hinge_axes(calibration.joints.values(), rest.double().numpy(), offsets, names)
+    return (ids, axes) if len(ids) else None
+
+
 def _optimise(
-    solver: Solver, cap, start: SMPLMotion | None, calibration, iterations=None, centres=None
+    solver: Solver,
+    cap,
+    start: SMPLMotion | None,
+    calibration,
+    iterations=None,
+    centres=None,
+    hinges=None,
 ):
     """The solver's :class:`~rbmcap.baseline.result.Solution` on the calibrated plates ``cap``
     from ``start`` (the network's motion, or None: its own start), a calibration's betas held
@@ -192,6 +218,7 @@ def _optimise(
         iterations=iterations,
         hold_betas=held is not None,
         joint_centres=centres,
+        hinges=hinges,
     )
 
 

@@ -19,15 +19,18 @@ def write_angles_and_events(
     body: str | None = None,
     static: str | Path | None = None,
     static_motion: str | Path | None = None,
+    landmarks=None,
 ) -> dict:
     """Read a motion, write its angles to ``out`` and its events to ``out``'s stem +
     ``.events.csv``; return a summary (paths, frames, sets, event counts). With ``static`` and
     ``static_motion`` the frames come from the subject's landmarks in that static capture
-    (:func:`rbmcap.io.static_landmarks.read_static_landmarks`). Nothing is written when an
-    input is bad."""
+    (:func:`rbmcap.io.static_landmarks.read_static_landmarks`); ``landmarks`` (a
+    :class:`rbmcap.biomech.frames.Landmarks`, e.g. a calibration's measured axes) add to or stand
+    in for them. Nothing is written when an input is bad."""
     motion = read_motion(motion_path)
     model = load_body_model(body or "standin", gender=motion.gender)
-    landmarks = read_static_landmarks(static, static_motion, model)
+    from_static = read_static_landmarks(static, static_motion, model)
+    landmarks = from_static.merged(landmarks) if from_static is not None else landmarks
     table = clinical_angles(motion, model, convention_name, landmarks=landmarks)
     events = detect_gait_events(motion, model)
     out = Path(out)

@@ -469,3 +469,35 @@ def test_joint_centres_measured_from_the_plates_draw_the_joints_to_them(standin,
         float((knee[:, ids[0], 0].double() - torch.as_tensor(obs.joints[:, ids[0], 0])).mean())
         > 0.01
     )
+
+
+def test_a_hinge_holds_the_knees_to_their_axis(standin, walk):
+    """Knees that truly turn about one axis (SMPL's x), a start with every joint ~3° off, plates
+    with the realistic preset: with the knees as hinges about that axis the answer's knees turn
+    (almost) only about it and end nearer the true knee rotations than free ball joints do."""
+    poses, trans, betas, _ = walk
+    truth = np.array(poses, dtype=np.float32).reshape(FRAMES, 24, 3)
+    truth[:, 4:6, 1:] = 0.0  # the knees (4, 5): a pure turn about x
+    obs = _observe(standin, (truth, trans, betas, walk[3]), "rbm14", "realistic")
+    gen = torch.Generator().manual_seed(1)
+    start = torch.as_tensor(truth) + 0.05 * torch.randn(FRAMES, 24, 3, generator=gen)
+    init = SMPLParams(start, torch.as_tensor(betas), torch.as_tensor(trans))
+    hinges = (np.array([4, 5]), np.array([[1.0, 0, 0], [1.0, 0, 0]]))
+    kw = {"iterations": 3, "tolerance": 0, "init": init, "hold_betas": True, "hinges": hinges}
+    config = load_solver_config("default", {"weights.hinge_sigma_deg": 1.0})
+    held = Solver(standin, "rbm14", config).solve(obs.pos, obs.rot, obs.valid, **kw)
+    free = Solver(standin, "rbm14").solve(obs.pos, obs.rot, obs.valid, **kw)  # hinge_sigma 0
+
+    def knees(solution):
+        rv = solution.params.poses.reshape(FRAMES, 24, 3)[:, 4:6].double()
+        off_axis = np.degrees(rv[..., 1:].norm(dim=-1).mean().item())
+        error = roma.rotmat_geodesic_distance(
+            roma.rotvec_to_rotmat(rv),
+            roma.rotvec_to_rotmat(torch.as_tensor(truth[:, 4:6]).double()),
+        )
+        return off_axis, np.degrees(error.mean().item())
+
+    (held_off, held_err), (free_off, free_err) = knees(held), knees(free)
+    # measured: off the axis 0.07° held against 6.4° free; from the true knees 1.8° and 6.5°
+    assert held_off < 0.6 < 1.5 < free_off
+    assert held_err < free_err - 0.5

@@ -219,3 +219,35 @@ def test_plug_in_gaits_segment_frames_give_plug_in_gaits_own_angles_to_a_ten_tho
         assert (np.abs(theirs).sum(axis=1) > 0).all(), name  # every frame has the angle
         diff = (ours - theirs + 180) % 360 - 180
         assert np.abs(diff).max() < 1e-4, name
+
+
+def _about(axis: np.ndarray, degrees: float) -> np.ndarray:
+    """(3, 3) rotation by ``degrees`` about the unit ``axis`` (canonical frame)."""
+    return roma.rotvec_to_rotmat(torch.as_tensor(np.radians(degrees) * axis)).numpy()
+
+
+def test_a_knee_turning_about_its_measured_axis_reads_flexion_alone(body):
+    """A knee hinged about an axis 17° off the body's own (as a subject's can be): read with that
+    axis (a calibration's, :func:`functional_landmarks`) it is 60° of flexion and nothing else;
+    with the body's own axis the same turn leaks into ab/adduction and rotation."""
+    from rbmcap.biomech.frames import functional_landmarks
+
+    joints = body(torch.zeros(1, 24, 3)).joints[0].double().numpy()
+    thigh = joints[SMPL_JOINT_NAMES.index("left_hip")] - joints[SMPL_JOINT_NAMES.index("left_knee")]
+    thigh /= np.linalg.norm(thigh)
+    axis = np.array([1.0, 0.0, 0.3])  # left, turned forward; across the thigh as a knee's is
+    axis -= thigh * (axis @ thigh)
+    axis /= np.linalg.norm(axis)
+    # knee flexion puts the foot behind: a positive turn about the left-pointing axis
+    motion = _motion(SHAPES["mean"], {"left_knee": _about(axis, 60.0)})
+    own = clinical_angles(motion, body, "plug-in-gait").angles["LKneeAngles"]
+    landmarks = functional_landmarks({"left_knee": axis, "left_knee_child": axis})
+    measured = clinical_angles(motion, body, "plug-in-gait", landmarks=landmarks)
+    change = np.diff(measured.angles["LKneeAngles"], axis=0)[0]
+    np.testing.assert_allclose(change, [60.0, 0.0, 0.0], atol=0.5)
+    leak = np.abs(np.diff(own, axis=0)[0][1:])
+    assert leak.max() > 5.0  # the body's axis reads crosstalk the measured one does not
+    # the measured axis turned the other way round reads the same (axes are signless)
+    flipped = functional_landmarks({"left_knee": -axis, "left_knee_child": -axis})
+    again = clinical_angles(motion, body, "plug-in-gait", landmarks=flipped).angles["LKneeAngles"]
+    np.testing.assert_allclose(again, measured.angles["LKneeAngles"], atol=1e-9)

@@ -16,9 +16,11 @@ from rbmcap.calibrate.functional import (
     AXIS_RANGE_DEG,
     JointPair,
     adjacent_pairs,
+    bone_axes,
     fit_joint,
     in_frames,
     measure_joints,
+    rest_plate_rotations,
 )
 from rbmcap.markers.markerset import load_marker_set
 
@@ -129,6 +131,7 @@ def test_the_stand_in_s_knees_and_elbows_come_out_where_the_body_has_them(standi
             .numpy()
         )
     pairs = [p for p in adjacent_pairs(synth.markers) if p.joint.endswith(("knee", "elbow"))]
+    rest = rest_plate_rotations(standin, "rbm14", motion.betas)
     found = measure_joints(obs.pos, obs.rot, obs.valid, names, pairs)
     local = roma.rotvec_to_rotmat(torch.as_tensor(motion.poses, dtype=torch.float64))
     for fj in found:
@@ -148,6 +151,10 @@ def test_the_stand_in_s_knees_and_elbows_come_out_where_the_body_has_them(standi
         axis = (u @ vt) @ true_axis
         angle = np.degrees(np.arccos(min(1.0, abs(float(axis @ fj.axis_parent)))))
         assert angle < 1.5, (fj.joint, angle)
+        # and carried into the parent bone's frame, where the joint's own rotation lives
+        in_bone = bone_axes([fj], rest, np.tile(np.eye(3), (len(names), 1, 1)), names)[fj.joint]
+        angle = np.degrees(np.arccos(min(1.0, abs(float(true_axis @ in_bone)))))
+        assert angle < 2.0, (fj.joint, "in the bone", angle)
 
 
 def _global(local):

@@ -15,7 +15,14 @@ Printed per joint: the centre's error (mm, mean over the frames of the distance 
 true joint and the centre the plates put there), the axis' error (degrees, against the principal
 axis of the true joint's local rotations, carried into the parent plate's frame by the mean
 rotation between the plate and the parent bone), the range and off-axis spread, and how many
-directions came from the prior. Needs ``shared/data/cmu-iclone`` (or ``RBMCAP_ICLONE_DIR``).
+directions came from the prior.
+
+``--end-to-end`` instead calibrates the T-pose + walk session (``rbmcap calibrate``'s fit, the
+joints measured with the fitted body as their prior) and prints MPJPE (mm, against the true
+joints, over the whole take) of the network ``standin-rbm14`` and of refinement (2 sweeps):
+with the calibration's offsets alone, with its joint centres, and with its hinges at
+``--hinge-deg``; and the same with the true offsets and shape (*perfect calib*, the floor).
+Needs ``shared/data/cmu-iclone`` (or ``RBMCAP_ICLONE_DIR``).
 """
 
 from __future__ import annotations
@@ -129,12 +136,53 @@ def rows(clip: str, plates: str, prior_mm: float, seed: int = 0) -> list[dict]:
     return out
 
 
+def end_to_end(hinge_degrees: list[float]) -> None:
+    """The ``--end-to-end`` table (module docstring)."""
+    import copy
+    import time
+
+    from rbmcap.baseline import load_solver_config
+    from rbmcap.calibrate import calibrate
+    from rbmcap.inference.solve_capture import infer_capture
+
+    sess = S.static_then_walk("tpose")
+    t0 = time.perf_counter()
+    calib = calibrate(sess.capture, sess.synth)
+    print(f"calibration {time.perf_counter() - t0:.0f} s")
+    for line in calib.report.functional:
+        print(" ", line)
+    bare = copy.copy(calib)
+    bare.joints = {}
+    pred = S.predictor()
+    oracle = S.oracle_calibration(sess)
+    print("| method | calibrated | perfect calib | ms/frame |")
+    print("|---|---|---|---|")
+    row = [S.mpjpe_mm(pred.predict_capture(sess.capture, c), sess) for c in (calib, oracle)]
+    print(f"| network | {row[0]:.2f} | {row[1]:.2f} | |")
+    runs = [("refined, offsets only", bare, 0.0), ("refined, joint centres", calib, 0.0)]
+    runs += [(f"refined, joint centres + hinges {h:g}°", calib, h) for h in hinge_degrees]
+    for name, c, hinge in runs:
+        config = load_solver_config("refine", {"weights.hinge_sigma_deg": hinge})
+        got = []
+        for cal in (c, oracle):
+            answer = infer_capture(
+                sess.capture, cal, method="refine", predictor=pred, solver_config=config
+            )
+            got.append((S.mpjpe_mm(answer.motion, sess), answer.seconds_per_frame * 1e3))
+        print(f"| {name} | {got[0][0]:.2f} | {got[1][0]:.2f} | {got[0][1]:.1f} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--clips", nargs="+", default=[S.WALK_CLIP, "explore"])
     p.add_argument("--plates", default="realistic", choices=["realistic", "exact"])
     p.add_argument("--prior-mm", type=float, default=20.0)
+    p.add_argument("--end-to-end", action="store_true")
+    p.add_argument("--hinge-deg", type=float, nargs="+", default=[1.0, 3.0])
     args = p.parse_args()
+    if args.end_to_end:
+        end_to_end(args.hinge_deg)
+        return
     print("| take | joint | centre mm | axis deg | range deg | off-axis deg | from prior | ± mm |")
     print("|---|---|---|---|---|---|---|---|")
     for clip in args.clips:

@@ -10,6 +10,8 @@
 - :mod:`~rbmcap.calibrate.report`: diagnostics; :mod:`~rbmcap.calibrate.determination`: what
   the frames determine, for the poses; :mod:`~rbmcap.calibrate.takes`: whole takes.
 - :mod:`~rbmcap.calibrate.tpose_fit`: the quick start on a T-pose (:func:`calibrate_tpose`).
+- :mod:`~rbmcap.calibrate.functional`: joint centres and hinge axes from two plates' motion
+  (:class:`FunctionalJoint`), what the solver draws the body's joints and hinges to.
 """
 
 from rbmcap.calibrate.calibration import (
@@ -20,6 +22,7 @@ from rbmcap.calibrate.calibration import (
     to_physical,
     to_virtual,
 )
+from rbmcap.calibrate.functional import FunctionalJoint, measure_joints
 from rbmcap.calibrate.objective import FitWeights, SessionFit
 from rbmcap.calibrate.report import CalibrationReport
 from rbmcap.calibrate.session_fit import calibrate, calibrate_files
@@ -36,6 +39,7 @@ __all__ = [
     "Calibration",
     "CalibrationReport",
     "FitWeights",
+    "FunctionalJoint",
     "PlateOffset",
     "PlateOffsets",
     "SessionFit",
@@ -45,6 +49,7 @@ __all__ = [
     "check_takes",
     "detect_tpose",
     "fit_betas",
+    "measure_joints",
     "offsets_between",
     "plate_speed",
     "to_physical",

@@ -113,6 +113,25 @@ def test_the_report_says_what_one_still_pose_leaves_open_and_whether_it_is_usabl
     assert all(float(u.rsplit("±", 1)[1].split()[0]) <= 3 for u in twists), twists
 
 
+def test_a_still_take_leaves_its_joints_to_the_body_and_a_walk_measures_them(session, calibrated):
+    """The joints the plates bracket, measured from their motion: a still T-pose determines no
+    axis (each joint said so, its centre left to the fitted body's joint, no error); the walk
+    turns the knees and elbows about one axis each."""
+    scene, static, _ = session
+    alone = calibrate(static, scene.synth, betas=scene.betas)
+    assert len(alone.joints) == 8 and len(alone.report.functional) == 8
+    for joint in alone.joints.values():
+        assert not joint.axis_determined and joint.from_prior >= 3, joint.describe()
+    assert all("axis not determined" in line for line in alone.report.functional)
+    walked = calibrated.joints
+    for name in ("left_knee", "right_knee"):
+        assert walked[name].axis_determined and walked[name].range_deg > 40, walked[name]
+    assert any(
+        line.startswith("from the plates' motion: left knee")
+        for line in str(calibrated.report).splitlines()
+    )
+
+
 def test_left_and_right_swapped_is_one_error_naming_both(session):
     scene, _, walk = session
     names = list(walk.names)

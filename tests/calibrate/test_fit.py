@@ -44,6 +44,13 @@ def calibrated(session):
     return calibrate([static, walk], scene.synth, betas=scene.betas)
 
 
+@pytest.fixture(scope="module")
+def static_alone(session):
+    """The still T-pose calibrated alone."""
+    scene, static, _ = session
+    return calibrate(static, scene.synth, betas=scene.betas)
+
+
 def _mapped_error(scene, capture, first: int) -> tuple[float, float]:
     """Mean position (mm) and rotation (deg) distance of ``capture``'s plates (frames from
     ``first`` of the session) to the clean virtual plates."""
@@ -90,10 +97,9 @@ def test_static_and_walk_map_the_plates_closer_than_the_presets_own_error(sessio
 
 
 def test_the_report_says_what_one_still_pose_leaves_open_and_whether_it_is_usable(
-    session, calibrated
+    static_alone, calibrated
 ):
-    scene, static, _ = session
-    alone = calibrate(static, scene.synth, betas=scene.betas).report
+    alone = static_alone.report
     both = calibrated.report
     print(f"{alone}\n\n{both}")
     shifts = [u for u in alone.left_open if "all plates shifted together" in u]
@@ -113,12 +119,13 @@ def test_the_report_says_what_one_still_pose_leaves_open_and_whether_it_is_usabl
     assert all(float(u.rsplit("±", 1)[1].split()[0]) <= 3 for u in twists), twists
 
 
-def test_a_still_take_leaves_its_joints_to_the_body_and_a_walk_measures_them(session, calibrated):
+def test_a_still_take_leaves_its_joints_to_the_body_and_a_walk_measures_them(
+    static_alone, calibrated
+):
     """The joints the plates bracket, measured from their motion: a still T-pose determines no
     axis (each joint said so, its centre left to the fitted body's joint, no error); the walk
     turns the knees and elbows about one axis each."""
-    scene, static, _ = session
-    alone = calibrate(static, scene.synth, betas=scene.betas)
+    alone = static_alone
     assert len(alone.joints) == 8 and len(alone.report.functional) == 8
     for joint in alone.joints.values():
         assert not joint.axis_determined and joint.from_prior >= 3, joint.describe()

@@ -209,3 +209,10 @@ def test_a_joint_naming_a_plate_the_file_lacks_is_one_config_error(tmp_path):
     path.write_text(path.read_text().replace("child: left_shin", "child: left_shinn"))
     with pytest.raises(ConfigError, match=r"calib.yaml: joints.left_knee.child: 'left_shinn'"):
         Calibration.load(path)
+
+
+def test_rbm15_s_pelvis_plate_brackets_the_hips_too():
+    pairs = adjacent_pairs(load_marker_set("rbm15"))
+    assert JointPair("left_hip", "pelvis", "left_thigh") in pairs
+    assert JointPair("right_hip", "pelvis", "right_thigh") in pairs
+    assert len(pairs) == 10

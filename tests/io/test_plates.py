@@ -314,11 +314,13 @@ def test_a_bad_frame_entry_is_one_config_error_naming_file_and_plate(tmp_path, b
     assert str(path) in message and "'box'" in message and "\n" not in message
 
 
-def test_the_shipped_plug_in_gait_definition_gives_every_rbm14_plate_a_segment_frame():
+def test_the_shipped_plug_in_gait_definition_gives_every_rbm15_plate_a_segment_frame():
+    """rbm15's plates (rbm14's and the pelvis) each on its Plug-in Gait segment frame."""
     from rbmcap.markers.markerset import load_marker_set
 
     defs = load_plate_definitions("plug-in-gait")
-    assert list(defs) == list(load_marker_set("rbm14").names)
+    assert list(defs) == list(load_marker_set("rbm15").names)
+    assert set(load_marker_set("rbm14").names) < set(defs)
     limbs = {
         "upper_arm": "HU",
         "forearm": "RA",
@@ -327,7 +329,7 @@ def test_the_shipped_plug_in_gait_definition_gives_every_rbm14_plate_a_segment_f
         "shin": "TI",
         "foot": "FO",
     }
-    segment = {"head": "HED", "chest": "TRX"} | {
+    segment = {"head": "HED", "chest": "TRX", "pelvis": "PEL"} | {
         f"{side}_{limb}": side[0].upper() + seg
         for side in ("left", "right")
         for limb, seg in limbs.items()
@@ -372,14 +374,17 @@ def test_plug_in_gait_static_imports_as_rbm14_plates_on_the_segment_frames():
         PIG / "PiG_Calibration-FlatFoot-One.c3d",
         ImportOptions(plates="plug-in-gait", markers="rbm14"),
     )
+    from rbmcap.markers.markerset import load_marker_set
+
     defs = load_plate_definitions("plug-in-gait")
-    assert cap.names == list(defs) and cap.num_frames == 1 and cap.valid.all()
+    assert cap.names == list(load_marker_set("rbm14").names)
+    assert cap.num_frames == 1 and cap.valid.all()
     assert np.isnan(cap.residual_mm).all() and "LFEO" in cap.point_names
     rot = cap.rot[0].astype(np.float64)
     np.testing.assert_allclose(np.linalg.det(rot), 1.0, atol=1e-6)
     point = {n: cap.points[0, i].astype(np.float64) for i, n in enumerate(cap.point_names)}
-    for j, d in enumerate(defs.values()):
-        origin = d.frame[0]
+    for j, name in enumerate(cap.names):
+        origin = defs[name].frame[0]
         np.testing.assert_allclose(cap.pos[0, j], point[origin], atol=1e-7)
         to_p = point[origin[:3] + "P"] - point[origin]
         assert rot[j, :, 2] @ to_p / np.linalg.norm(to_p) > 0.9999  # (A, L, P) is right-handed

@@ -135,6 +135,15 @@ class FunctionalJoint:
         return self.frames >= MIN_FRAMES and self.range_deg >= AXIS_RANGE_DEG
 
     @property
+    def axis_uncertainty_deg(self) -> float:
+        """How far the axis may be off (degrees): the turn off the axis against half the range
+        about it, as if every frame's turn off the axis were one shared error (an upper bound,
+        as the centre's)."""
+        if self.range_deg <= 0:
+            return 90.0
+        return math.degrees(math.atan2(self.off_axis_deg, 0.5 * self.range_deg))
+
+    @property
     def hinge(self) -> bool:
         """The joint turned as a hinge in the take (determined axis, little off it)."""
         return self.axis_determined and self.off_axis_deg < HINGE_OFF_AXIS_DEG
@@ -156,7 +165,7 @@ class FunctionalJoint:
         if self.frames < MIN_FRAMES:
             return f"{name}: {self.frames} frames with both plates seen: not measured"
         turn = f"turned {self.range_deg:.0f}° about its axis (off it {self.off_axis_deg:.1f}°)"
-        axis = "hinge" if self.hinge else "axis determined"
+        axis = f"{'hinge' if self.hinge else 'axis determined'} (±{self.axis_uncertainty_deg:.0f}°)"
         if not self.axis_determined:
             axis = "axis not determined"
         if self.from_prior:

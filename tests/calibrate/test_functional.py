@@ -74,7 +74,7 @@ def test_a_hinge_gives_its_axis_and_takes_the_centre_along_it_from_the_prior():
     prior = in_frames(joint + 0.02 * axis_world + 0.02 * across, ra, pa, rb, pb)
     fj = fit_joint(PAIR, ra, pa, rb, pb, prior=prior)
     assert fj.hinge and fj.axis_determined
-    assert _axis_error_deg(fj) < 1.0
+    assert _axis_error_deg(fj) < 1.0 and fj.axis_uncertainty_deg < 1.0
     assert fj.range_deg == pytest.approx(60.0, abs=1.0)
     assert fj.from_prior == 1  # the one direction along the axis
     ea, eb = fj.estimates(pa, ra, pb, rb)
@@ -91,7 +91,7 @@ def test_too_little_motion_leaves_the_axis_undetermined_and_the_centre_to_the_pr
     prior = in_frames(joint + 0.01, ra, pa, rb, pb)
     fj = fit_joint(PAIR, ra, pa, rb, pb, prior=prior)
     assert not fj.axis_determined and not fj.centre_determined
-    assert fj.range_deg < AXIS_RANGE_DEG
+    assert fj.range_deg < AXIS_RANGE_DEG and fj.axis_uncertainty_deg > 5.0
     assert np.linalg.norm(fj.centre_parent - prior[0]) < 0.01  # no worse than the prior
     assert "axis not determined" in fj.describe() and "turned 6°" in fj.describe()
 

@@ -17,6 +17,7 @@ import pkgutil
 import signal
 import sys
 import threading
+import warnings
 from types import FrameType
 
 import rbmcap.cli
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
+    formatting = warnings.formatwarning
+    warnings.formatwarning = _one_line
     try:
         code = args.func(args)
     except USER_ERRORS as exc:
@@ -68,9 +71,15 @@ def main(argv: list[str] | None = None) -> int:
         print("rbmcap: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
+        warnings.formatwarning = formatting
         if in_main:
             signal.signal(signal.SIGTERM, previous)
     return int(code or 0)
+
+
+def _one_line(message, category, filename, lineno, line=None) -> str:
+    """A warning as the command line prints it: one line, no source."""
+    return f"rbmcap: warning: {message}\n"
 
 
 if __name__ == "__main__":

@@ -18,9 +18,16 @@
   Y-up file needs turning by the caller.
 - ``fps`` from ``POINT:RATE`` (else the header's rate), ``frame_numbers`` from the header's
   first frame on.
+- The frames are those the file holds, as ezc3d reads them: ``POINT:FRAMES`` (else the header's
+  frame range) bounds them, and a file that ends sooner gives the frames it holds (trailing
+  frames of zero bytes, a last block's padding, left out). Where the header's frame range or
+  ``POINT:FRAMES`` disagrees with that count, or ``POINT:DATA_START`` with the header's data
+  block (the one ezc3d reads from), a one-line ``UserWarning`` says so.
 
 Anything ezc3d cannot read, or parameters of the wrong shape, raise one
-:class:`~rbmcap.errors.FormatError` naming the file. ezc3d (C++) trusts its input, and a
+:class:`~rbmcap.errors.FormatError` naming the file; a file without point data (no markers:
+analog or force-plate channels only, or no frame at all) and without a ``ROTATION`` group is
+one :class:`~rbmcap.errors.DataError` saying so. ezc3d (C++) trusts its input, and a
 malformed file can crash or hang it: the file's header and parameter section are checked here
 first, and ezc3d itself runs in a worker process (started once, restarted after a failure) under
 a time and memory bound, so that its crash or hang on a file is that file's FormatError.
@@ -38,7 +45,9 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -67,11 +76,13 @@ def read_c3d(path: str | Path) -> Capture:
     path = Path(path)
     c = _open(path)
     params = c["parameters"]
+    declared = c["declared"]
+    _check_has_points(path, c, declared)
     scale = _units(path, params)
-    pnames, pts, pvalid = _points(path, c, scale)
+    pnames, pts, pvalid = _points(path, c, scale, declared)
     t = pts.shape[0]
-    _check_complete(path, t)
     names, pos, rot, valid = _rotations(path, c, scale, t)
+    _warn_disagreements(path, declared, t)
     fps = _param(params, "POINT", "RATE") or [c["header"]["points"]["frame_rate"]]
     first = int(c["header"]["points"]["first_frame"])
     return Capture(
@@ -91,7 +102,8 @@ def read_c3d(path: str | Path) -> Capture:
 
 def _open(path: Path) -> dict:
     """What :func:`read_c3d` needs of the file, as ezc3d reads it: ``parameters``, ``header``
-    and ``data`` (points, residuals, rotations).
+    and ``data`` (points, residuals, rotations); and ``declared``, the :class:`_Declared` counts
+    of the file's own header and parameter section (which ezc3d reconciles).
 
     ezc3d is C++ and trusts the file: a malformed file can crash the process or make it loop.
     So the file's structure is checked here first (:func:`_check_structure`), and ezc3d runs in
@@ -104,10 +116,11 @@ def _open(path: Path) -> dict:
         raw = path.read_bytes()
     except OSError as exc:
         raise FormatError(f"{path}: cannot read ({exc.strerror})") from None
-    _check_structure(path, raw)
+    declared = _check_structure(path, raw)
     kind, value = _WORKER.read(path, len(raw))
     if kind == "error":
         raise FormatError(f"{path}: not a readable C3D file ({value})")
+    value["declared"] = declared
     return value
 
 
@@ -233,10 +246,29 @@ def _receive(path: Path, stream, count: int, seconds: float) -> bytes:
     return b"".join(chunks)
 
 
-def _check_structure(path: Path, raw: bytes) -> None:
+class _Declared(NamedTuple):
+    """What a C3D file's header and parameter section say of its point data, before ezc3d
+    reconciles them (ezc3d takes ``POINT:FRAMES`` over the header's frame range, and the
+    header's data block over ``POINT:DATA_START``)."""
+
+    header_frames: int | None
+    """Frames in the header's first-to-last range (None: the range cannot say, last 65535)."""
+    frames: int | None
+    """``POINT:FRAMES`` (None: absent or 0; a negative int16 read as unsigned)."""
+    data_block: int
+    """The header's block (1-based) of the first frame: where ezc3d reads from."""
+    point_data_start: int | None
+    """``POINT:DATA_START`` (None: absent)."""
+    point_group: bool
+    """Whether the file has a ``POINT`` group."""
+
+
+def _check_structure(path: Path, raw: bytes) -> _Declared:
     """FormatError unless ``raw`` has a C3D header and a parameter section that parses: every
     record inside the file, of a known type (char, byte, int16, float), each parameter in a
-    declared group, and the counts ezc3d loops over (POINT:USED, ROTATION:RATIO …) sane."""
+    declared group, the data block after the header, and the counts ezc3d loops over
+    (POINT:USED, ROTATION:RATIO …) sane; DataError when the file ends before its data block.
+    Returns what the header and parameters declare."""
     if len(raw) < 512 or raw[1] != 0x50:
         raise FormatError(f"{path}: not a readable C3D file (no C3D header)")
     start = (raw[0] - 1) * 512
@@ -256,6 +288,50 @@ def _check_structure(path: Path, raw: bytes) -> None:
         raise FormatError(f"{path}: C3D parameter of an undeclared group (id {missing[0]})")
     named = {(groups[g], n): v for (g, n), v in params.items()}
     _check_counts(path, named, order)
+    first, last = struct.unpack_from(order + "HH", raw, 6)
+    (block,) = struct.unpack_from(order + "H", raw, 16)
+    if block < 2:
+        raise FormatError(
+            f"{path}: not a readable C3D file (its header puts the first frame at block "
+            f"{block}, inside the header)"
+        )
+    if len(raw) <= (block - 1) * 512:
+        raise DataError(
+            f"{path}: no point data (the file ends before its first frame, block {block})"
+        )
+    return _Declared(
+        header_frames=_header_frames(first, last),
+        frames=_frames_parameter(named.get(("POINT", "FRAMES")), order, proc),
+        data_block=block,
+        point_data_start=_int_parameter(named.get(("POINT", "DATA_START")), order),
+        point_group="POINT" in groups.values(),
+    )
+
+
+def _header_frames(first: int, last: int) -> int | None:
+    """Frames in the header's range ``first``…``last`` (words 4 and 5, 1-based; 0-based when
+    ``first`` is 0, as ezc3d reads them); None where the range says nothing."""
+    count = last - first + 1 if first else last + 1
+    return count if last < 0xFFFF and count > 0 else None
+
+
+def _int_parameter(param, order: str) -> int | None:
+    """The first value of an int16 parameter record (type, dims, data), else None."""
+    if param is None or param[0] != 2 or len(param[2]) < 2:
+        return None
+    return struct.unpack_from(order + "h", param[2])[0]
+
+
+def _frames_parameter(param, order: str, proc: int) -> int | None:
+    """``POINT:FRAMES`` as a count: an int16 (negative: past 32767, read unsigned) or an IEEE
+    float; None where absent, 0 (ezc3d then keeps the header's range) or unreadable."""
+    value = _int_parameter(param, order)
+    if value is not None:
+        return value & 0xFFFF or None
+    if param is not None and param[0] == 4 and len(param[2]) >= 4 and proc != 85:
+        (x,) = struct.unpack_from(order + "f", param[2])
+        return int(x) if np.isfinite(x) and 1 <= x < 2**31 else None
+    return None
 
 
 def _parameter_records(path: Path, raw: bytes, p: int, end: int, order: str):
@@ -305,7 +381,6 @@ def _check_counts(path: Path, params: dict, order: str) -> None:
     """The integer parameters ezc3d sizes its loops by must be in range."""
     rules = {
         ("POINT", "USED"): 0,
-        ("POINT", "DATA_START"): 2,
         ("ROTATION", "USED"): 0,
         ("ROTATION", "RATIO"): 0,
         ("ROTATION", "DATA_START"): 2,
@@ -324,21 +399,46 @@ def _check_counts(path: Path, params: dict, order: str) -> None:
                 )
 
 
-def _check_complete(path: Path, frames: int) -> None:
-    """FormatError when the header's frame range holds more frames than ezc3d read (ezc3d reads
-    a truncated file silently, shortening its frame count to what is there)."""
-    head = path.read_bytes()[:1024]
-    if len(head) < 512:
-        raise FormatError(f"{path}: truncated C3D (shorter than its header)")
-    block = head[0] - 1
-    proc = head[block * 512 + 3] if block >= 0 and len(head) > block * 512 + 3 else 84
-    order = "big" if proc == 86 else "little"  # 84 Intel, 85 DEC (both little), 86 MIPS
-    first = int.from_bytes(head[6:8], order)
-    last = int.from_bytes(head[8:10], order)
-    expected = last - first + 1
-    if last < 65535 and expected > frames:
-        raise FormatError(
-            f"{path}: truncated C3D: its header spans {expected} frames, the file holds {frames}"
+def _check_has_points(path: Path, c: dict, declared: _Declared) -> None:
+    """DataError when the file has nothing to import: no point (or ROTATION) data, or no
+    frame."""
+    shape, rot = np.shape(c["data"]["points"]), c["data"].get("rotations")
+    points, frames = (shape[1], shape[2]) if len(shape) == 3 else (1, 1)  # else _points says
+    plates = np.shape(rot)[2] if rot is not None and np.ndim(rot) == 4 else 0
+    if frames and (points or plates):
+        return
+    if points or plates:
+        raise DataError(f"{path}: no point data (the file holds no frame)")
+    why = "POINT:USED is 0" if declared.point_group else "no POINT group"
+    params = c["parameters"]
+    channels = int(np.asarray(_param(params, "ANALOG", "USED") or [0]).ravel()[0])
+    fp = _param(params, "FORCE_PLATFORM", "USED")
+    fp = int(np.asarray(fp).ravel()[0]) if fp is not None and np.size(fp) else 0
+    held = [f"{channels} analog channels"] * bool(channels) + [f"{fp} force plates"] * bool(fp)
+    if held:
+        why += f"; the file holds {' and '.join(held)} only"
+    raise DataError(f"{path}: no point data ({why})")
+
+
+def _warn_disagreements(path: Path, declared: _Declared, frames: int) -> None:
+    """A one-line UserWarning naming the frame counts the file declares that its data does not
+    follow, and one for a ``POINT:DATA_START`` other than the header's data block."""
+    claims = [("its header", declared.header_frames), ("POINT:FRAMES", declared.frames)]
+    wrong = [f"{src} says {n}" for src, n in claims if n is not None and n != frames]
+    if wrong:
+        warnings.warn(
+            f"{path}: C3D frame count: {', '.join(wrong)}, the file holds {frames} frames; "
+            f"reading those {frames}",
+            UserWarning,
+            stacklevel=3,
+        )
+    start = declared.point_data_start
+    if start is not None and start != declared.data_block:
+        warnings.warn(
+            f"{path}: C3D POINT:DATA_START is {start}, the header puts the first frame at "
+            f"block {declared.data_block}; reading from block {declared.data_block}",
+            UserWarning,
+            stacklevel=3,
         )
 
 
@@ -375,18 +475,35 @@ def _labels(params, group: str, count: int) -> list[str]:
     return out
 
 
-def _points(path: Path, c, scale: float):
+def _points(path: Path, c, scale: float, declared: _Declared):
     """Point names (M,), positions (T, M, 3) metres, valid (T, M)."""
     data = np.asarray(c["data"]["points"], dtype=np.float64)
     if data.ndim != 3 or data.shape[0] < 3:
         raise FormatError(f"{path}: POINT data of shape {data.shape}, expected (4, M, T)")
     m, t = data.shape[1:]
-    pts = data[:3].transpose(2, 1, 0) * scale
     res = np.asarray(c["data"]["meta_points"].get("residuals", np.zeros((1, m, t))))
     res = res.reshape(-1, m, t)[0].T if res.size else np.zeros((t, m))
+    t = _without_padding(data, res, declared)
+    data, res = data[..., :t], res[:t]
+    pts = data[:3].transpose(2, 1, 0) * scale
     valid = (res >= 0) & np.isfinite(pts).all(-1)
     pts[~valid] = 0.0
     return _labels(c["parameters"], "POINT", m), pts, valid
+
+
+def _without_padding(data: np.ndarray, res: np.ndarray, declared: _Declared) -> int:
+    """Frames of ``data`` (4, M, T) / residuals ``res`` (T, M) left when the file ends before
+    the frames ezc3d was told to read (``POINT:FRAMES``, else the header's range): trailing
+    frames of zero bytes there are the last block's padding (ezc3d reads them as points at the
+    origin), not measurements."""
+    t = data.shape[2]
+    intended = declared.frames or declared.header_frames
+    if intended is None or t >= intended or not data.shape[1]:
+        return t
+    zero = ~(data[:3].any(axis=(0, 1)) | res.any(axis=1))  # (T,) every point (0, 0, 0), res 0
+    while t and zero[t - 1]:
+        t -= 1
+    return t
 
 
 def _rotations(path: Path, c, scale: float, t: int):

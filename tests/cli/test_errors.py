@@ -4,6 +4,8 @@ of error (rbmcap.errors), never a traceback for a user mistake."""
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 
 import pytest
 from helpers.shared import REPO
@@ -103,3 +105,28 @@ def _junk_motions(folder):
     motions.mkdir()
     (motions / "walk_poses.npz").write_bytes(b"not a zip")
     return f"motions={motions}"
+
+
+def test_a_warning_prints_as_one_line(tmp_path):
+    """A C3D whose header promises more frames than it holds imports with one warning line."""
+    import ezc3d
+    import numpy as np
+
+    c3d = ezc3d.c3d()
+    c3d["parameters"]["POINT"]["RATE"]["value"] = [100.0]
+    c3d["parameters"]["POINT"]["LABELS"]["value"] = ["A", "B", "C"]
+    c3d["data"]["points"] = np.random.default_rng(0).random((4, 3, 50))
+    whole = tmp_path / "whole.c3d"
+    c3d.write(str(whole))
+    cut = tmp_path / "cut.c3d"
+    cut.write_bytes(whole.read_bytes()[:-512])
+    # as a user runs it (pytest records warnings instead of printing them)
+    run = subprocess.run(
+        [sys.executable, "-m", "rbmcap", "import", str(cut), "--out", str(tmp_path / "cut.npz")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    err = run.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rbmcap: warning: ") and "holds 42 frames" in err[0]

@@ -1,12 +1,17 @@
 """C3D import through ezc3d: POINT data (labels, mm or m, residual < 0 = gap), the ROTATION
-group as plates, header first frame and rate, and one FormatError for unreadable files."""
+group as plates, header first frame and rate, the frames a file holds where its header or
+parameters disagree (one warning), and one error for unreadable files or files without points."""
 
 from __future__ import annotations
+
+import struct
+import warnings
 
 import numpy as np
 import pytest
 import roma
 import torch
+from helpers.fuzzing import c3d_parameters
 from helpers.writers_c3d import CLUSTER, cluster_names, cluster_points, write_c3d
 
 from rbmcap.errors import DataError, FormatError
@@ -99,13 +104,148 @@ def test_unreadable_or_missing_c3d_is_one_format_error(tmp_path):
         read_c3d(junk)
 
 
-def test_truncated_c3d_is_a_format_error(tmp_path, plates):
-    pnames, pts, pv = _points(*plates)
-    path = write_c3d(tmp_path / "t.c3d", pnames, pts, pv)
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 3])
-    with pytest.raises(FormatError, match=r"t\.c3d"):
+def _random_c3d(path, padded: bool = True):
+    """A C3D of 16 random points over 40 frames at 30 Hz, float data from block 4 on (16 bytes
+    a point a frame: 10 240 bytes), then, as ezc3d writes it, a block of zero padding (which
+    ezc3d reads as 2 more frames where the file declares more); ``padded=False`` cuts it off."""
+    rng = np.random.default_rng(0)
+    pts = rng.uniform(-1, 1, (40, 16, 3))
+    valid = np.ones((40, 16), bool)
+    path = write_c3d(path, [f"m{k}" for k in range(16)], pts, valid, fps=30.0)
+    if not padded:
+        path.write_bytes(path.read_bytes()[: 3 * 512 + 40 * 16 * 16])
+    return path, pts
+
+
+def _patched(path, header=None, **params):
+    """Rewrite ``path`` with header words (1-based word: uint16) and int16 POINT parameters
+    (``FRAMES=…``, ``DATA_START=…``) patched; the file's bytes otherwise as written."""
+    raw = bytearray(path.read_bytes())
+    for word, value in (header or {}).items():
+        struct.pack_into("<H", raw, 2 * (word - 1), value)
+    found = c3d_parameters(bytes(raw))
+    for name, value in params.items():
+        kind, _, at = found[("POINT", name)]
+        assert kind == 2, (name, kind)
+        struct.pack_into("<h", raw, at, value)
+    path.write_bytes(bytes(raw))
+    return path
+
+
+def _read_warned(path):
+    """(capture, [warning messages]) of read_c3d(path)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cap = read_c3d(path)
+    return cap, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+def _ezc3d_frames(path) -> int:
+    import ezc3d
+
+    return ezc3d.c3d(str(path))["data"]["points"].shape[2]
+
+
+@pytest.mark.parametrize(
+    ("padded", "frames", "says"),
+    [
+        (False, 1149, "its header says 1149, POINT:FRAMES says 1149"),
+        (False, None, "its header says 1149"),
+        (True, 1149, "its header says 1149, POINT:FRAMES says 1149"),
+    ],
+    ids=["header-and-frames", "header-only", "padded-last-block"],
+)
+def test_a_c3d_declaring_more_frames_than_it_holds_reads_those_it_holds_and_warns(
+    tmp_path, padded, frames, says
+):
+    """An Optotrak export declares 1149 frames (header and POINT:FRAMES) and holds 29: the
+    frames held are read, as ezc3d reads them, and one warning line says what disagreed. A last
+    block's zero padding (ezc3d reads it as 2 frames at the origin) is not a frame."""
+    path, pts = _random_c3d(tmp_path / "o.c3d", padded)
+    _patched(path, {4: 1, 5: 1149}, **({"FRAMES": frames} if frames else {}))
+    cap, said = _read_warned(path)
+    assert _ezc3d_frames(path) == (42 if padded and frames else 40)
+    assert cap.num_frames == 40 and cap.fps == 30.0
+    assert cap.frame_numbers.tolist() == list(range(40))
+    np.testing.assert_allclose(cap.points, pts, atol=1e-6)
+    assert said == [f"{path}: C3D frame count: {says}, the file holds 40 frames; reading those 40"]
+
+
+@pytest.mark.parametrize("cut", [0, 100], ids=["on-a-frame", "mid-frame"])
+def test_a_c3d_that_ends_early_reads_its_whole_frames_and_warns(tmp_path, cut):
+    path, pts = _random_c3d(tmp_path / "t.c3d")
+    end = 3 * 512 + 15 * 16 * 16 + cut  # data from block 4, 16 markers x 16 bytes a frame
+    path.write_bytes(path.read_bytes()[:end])
+    cap, said = _read_warned(path)
+    assert _ezc3d_frames(path) == cap.num_frames == 15
+    np.testing.assert_allclose(cap.points, pts[:15], atol=1e-6)
+    assert said == [
+        f"{path}: C3D frame count: its header says 40, POINT:FRAMES says 40, the file holds "
+        f"15 frames; reading those 15"
+    ]
+
+
+def test_a_c3d_cut_before_its_data_is_refused_naming_what_is_missing(tmp_path):
+    path, _ = _random_c3d(tmp_path / "t.c3d")
+    raw = path.read_bytes()
+    path.write_bytes(raw[: 3 * 512])  # header and parameters, no frame
+    with pytest.raises(
+        DataError, match=r"t\.c3d: no point data \(the file ends before its first frame, block 4\)"
+    ):
         read_c3d(path)
+    path.write_bytes(raw[:700])  # inside the parameter section
+    with pytest.raises(FormatError, match=r"t\.c3d: not a readable C3D file"):
+        read_c3d(path)
+
+
+def test_point_data_start_disagreeing_with_the_header_reads_from_the_header_block(tmp_path):
+    """One of ezc3d's sample files has POINT:DATA_START 0 and its header's data block right:
+    ezc3d reads the frames from the header's block, and so does rbmcap, with a warning."""
+    path, pts = _random_c3d(tmp_path / "d.c3d")
+    _patched(path, DATA_START=0)
+    cap, said = _read_warned(path)
+    assert _ezc3d_frames(path) == cap.num_frames == 40
+    np.testing.assert_allclose(cap.points, pts, atol=1e-6)
+    assert said == [
+        f"{path}: C3D POINT:DATA_START is 0, the header puts the first frame at block 4; "
+        f"reading from block 4"
+    ]
+
+
+@pytest.mark.parametrize("block", [0, 1])
+def test_a_header_data_block_inside_the_header_is_a_format_error(tmp_path, block):
+    path, _ = _random_c3d(tmp_path / "h.c3d")
+    _patched(path, {9: block})
+    with pytest.raises(FormatError, match=rf"h\.c3d: .*first frame at block {block}, inside"):
+        read_c3d(path)
+
+
+@pytest.mark.parametrize("rate", [100.0, 0.0])
+def test_a_c3d_of_force_plates_and_no_points_is_one_data_error(tmp_path, rate):
+    """A Kistler export: analog channels of force plates, no POINT data, rate 0."""
+    import ezc3d
+
+    c = ezc3d.c3d()
+    c["parameters"]["POINT"]["RATE"]["value"] = [100.0]
+    c["parameters"]["ANALOG"]["RATE"]["value"] = [600.0]
+    c["parameters"]["ANALOG"]["LABELS"]["value"] = [f"Fz{k}" for k in range(16)]
+    c["data"]["analogs"] = np.random.default_rng(0).normal(size=(1, 16, 600))
+    c["data"]["points"] = np.zeros((4, 0, 100))
+    c.add_parameter("FORCE_PLATFORM", "USED", [2])
+    path = tmp_path / "k.c3d"
+    c.write(str(path))
+    if rate == 0.0:
+        raw = bytearray(path.read_bytes())
+        struct.pack_into("<f", raw, c3d_parameters(bytes(raw))[("POINT", "RATE")][2], rate)
+        struct.pack_into("<f", raw, 20, rate)  # header words 11-12: the frame rate
+        path.write_bytes(bytes(raw))
+    assert ezc3d.c3d(str(path))["data"]["points"].shape == (4, 0, 100)
+    with pytest.raises(DataError) as err:
+        read_c3d(path)
+    assert str(err.value) == (
+        f"{path}: no point data (POINT:USED is 0; the file holds 16 analog channels and "
+        f"2 force plates only)"
+    )
 
 
 def test_unknown_point_units_is_a_format_error(tmp_path, plates):

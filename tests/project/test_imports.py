@@ -70,7 +70,8 @@ class Import:
     target: str
     """Absolute name of the imported module; for ``from a import b``, ``a.b`` or ``a``."""
     where: str
-    """``"module"``, ``"function"`` or ``"typing"`` (under ``if TYPE_CHECKING:``)."""
+    """``"module"``, ``"function"``, ``"typing"`` (under ``if TYPE_CHECKING:``) or ``"dynamic"``
+    (``importlib.import_module`` or ``__import__`` of a name written in the call)."""
     statement: ast.stmt
 
 
@@ -169,10 +170,35 @@ def _deepest_module(name: str) -> str:
     return ".".join(parts)
 
 
+def _dynamic_imports(tree: ast.Module):
+    """(call, module name) of every ``importlib.import_module(...)``, ``import_module(...)`` or
+    ``__import__(...)`` in ``tree`` whose name is written in the call: a string, or an f-string's
+    leading text (``f"rbmcap.cli.{name}"`` imports a module of ``rbmcap.cli``)."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if called not in ("import_module", "__import__"):
+            continue
+        arg = node.args[0]
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            yield node, arg.value
+        elif isinstance(arg, ast.JoinedStr) and arg.values:
+            head = arg.values[0]
+            if isinstance(head, ast.Constant) and isinstance(head.value, str):
+                name = head.value.rstrip(".")
+                if name:
+                    yield node, name
+
+
 @cache
 def _imports() -> tuple[Import, ...]:
     found = []
     for module, tree in _trees().items():
+        for call, name in _dynamic_imports(tree):
+            target = _deepest_module(name) if name.split(".")[0] == ROOT else name
+            found.append(Import(_path(module), call.lineno, target, "dynamic", call))
         for node, where in _statements(tree):
             targets = []
             if isinstance(node, ast.Import):
@@ -305,6 +331,26 @@ def test_every_top_level_module_and_package_has_a_layer():
     assert set(declared) == present, (
         f"undeclared: {sorted(present - set(declared))}; gone: {sorted(set(declared) - present)}"
     )
+
+
+def test_imports_made_through_importlib_are_in_the_graph():
+    """``importlib.import_module`` and ``__import__`` of a name written in the call are edges of
+    the graph like import statements: an upward import written that way is caught."""
+    tree = ast.parse(
+        "import importlib\n"
+        "def f(name):\n"
+        "    importlib.import_module('rbmcap.cli.main')\n"
+        "    importlib.import_module(f'rbmcap.bench.{name}')\n"
+        "    __import__('rbmcap.live')\n"
+        "    importlib.import_module(name)\n"
+    )
+    assert [n for _, n in _dynamic_imports(tree)] == [
+        "rbmcap.cli.main",
+        "rbmcap.bench",
+        "rbmcap.live",
+    ]
+    dynamic = [imp for imp in _imports() if imp.where == "dynamic"]
+    assert any(imp.target == "rbmcap.cli" and imp.path == "rbmcap/cli/main.py" for imp in dynamic)
 
 
 def test_no_import_runs_upward():

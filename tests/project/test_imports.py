@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("inference",),
     ("evaluation",),
     ("render", "view"),
-    ("live", "training"),
+    ("live", "training", "session"),
     ("bench",),
     ("cli",),
     ("__main__",),

@@ -1,5 +1,6 @@
 """``rbmcap session SESSION_DIR [--out DIR] [--markers NAME] [--plates NAME] [--model NAME]
-[--method NAME] [--export bvh|glb ...] [--json]``: every trial of a session folder processed
+[--method NAME] [--export bvh|glb ...] [--workers N | --scheduler ADDRESS | --jobqueue KIND]
+[--json]``: every trial of a session folder processed
 (:mod:`rbmcap.session`), incrementally, with a report."""
 
 from __future__ import annotations
@@ -32,13 +33,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--export", action="append", default=None, choices=("bvh", "glb"), help="also write"
     )
+    p.add_argument(
+        "--workers", type=int, default=None, help="trials in parallel on a local Dask cluster"
+    )
+    p.add_argument("--scheduler", default=None, help="a Dask scheduler's address instead")
+    p.add_argument(
+        "--jobqueue",
+        default=None,
+        choices=("slurm", "pbs", "sge"),
+        help="workers as batch jobs (dask-jobqueue; options from session.yaml's cluster:)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=_session)
 
 
 def _session(args: argparse.Namespace) -> int:
     # start-up: the library loads torch, only when the command runs (not for --help)
-    from rbmcap.session import load_session, run_session, write_report
+    from rbmcap.session import dask_mapper, load_session, run_session, write_report
 
     spec = load_session(
         args.folder,
@@ -50,7 +61,11 @@ def _session(args: argparse.Namespace) -> int:
     )
     out = Path(args.out) if args.out else Path(args.folder) / "rbmcap"
     say = (lambda line: print(line, file=sys.stderr)) if args.json else print
-    result = run_session(spec, out, say)
+    jobqueue = None
+    if args.jobqueue or (spec.cluster and not args.workers and not args.scheduler):
+        jobqueue = dict(spec.cluster or {}) | ({"kind": args.jobqueue} if args.jobqueue else {})
+    with dask_mapper(args.workers, args.scheduler, jobqueue) as mapper:
+        result = run_session(spec, out, say, mapper)
     report = write_report(result, out)
     if args.json:
         print(json.dumps(result.to_dict() | {"report": str(report)}))

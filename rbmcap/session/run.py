@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from rbmcap.atomic import write_text_atomic
 from rbmcap.calibrate import Calibration
@@ -44,7 +45,7 @@ from rbmcap.io.export import export_motion
 from rbmcap.io.importer import ImportOptions, import_file
 from rbmcap.markers.synth import Synthesizer
 from rbmcap.motion.smpl_motion import read_motion
-from rbmcap.session.spec import SessionSpec, SubjectSpec
+from rbmcap.session.spec import SessionSpec
 
 LOG = "session.log"
 RESULT = "session.json"
@@ -129,83 +130,100 @@ class SessionResult:
 
 
 class SessionRun:
-    """One run of a session (module docstring); :meth:`run` does it."""
+    """One run of a session (module docstring); :meth:`run` does it, its steps mapped over the
+    trials by ``mapper`` (``mapper(function, items) -> results``: in this process by default,
+    or on a Dask cluster, :mod:`rbmcap.session.cluster`)."""
 
-    def __init__(self, spec: SessionSpec, out: Path, log: Callable[[str], None] = print):
+    def __init__(
+        self,
+        spec: SessionSpec,
+        out: Path,
+        log: Callable[[str], None] = print,
+        mapper: Callable | None = None,
+    ):
         self.spec = spec
         self.out = Path(out)
         self.say = log
-        self._lines: list[str] = []
+        self.map = mapper or (lambda function, items: [function(item) for item in items])
         self._predictor: Predictor | None = None
+
+    def __getstate__(self) -> dict:
+        # shipped to a cluster's workers: each loads its own network, logs nothing
+        return self.__dict__ | {"_predictor": None, "say": None, "map": None}
 
     def run(self) -> SessionResult:
         t0 = time.perf_counter()
         self.out.mkdir(parents=True, exist_ok=True)
-        results = []
+        trials = [
+            TrialResult(name, s.name, name == s.static)
+            for s in self.spec.subjects
+            for name in ([s.static] if s.static else []) + list(s.trials)
+        ]
+        trials = self.map(self._import_step, trials)
+        by_name = {(t.subject, t.name): t for t in trials}
+        jobs = []
         for subject in self.spec.subjects:
-            results += self._subject(subject)
+            mine = [t for t in trials if t.subject == subject.name]
+            holder = by_name.get((subject.name, subject.static))
+            if subject.static is None:
+                _fail_all(
+                    mine,
+                    f"subject {subject.name}: no static trial (name one as `static:` "
+                    "in session.yaml, or a file named *static* or *cal*)",
+                )
+            elif holder.status == "failed":
+                _fail_all(mine, f"subject {subject.name}: its static {subject.static} failed")
+            else:
+                used = [subject.static] + [
+                    n for n in subject.calibrate if by_name[(subject.name, n)].status == "done"
+                ]
+                holder.summary = {"calibrated_with": used}
+                jobs.append(holder)
+        for holder in self.map(self._calibrate_step, jobs):
+            by_name[(holder.subject, holder.name)] = holder
+            mine = [t for k, t in by_name.items() if k[0] == holder.subject and t is not holder]
+            if holder.status == "failed":
+                _fail_all(mine, f"subject {holder.subject}: {holder.error}")
+            if holder.status == "done":
+                for t in mine:
+                    t.outputs["calibration"] = holder.outputs["calibration"]
+        todo = [t for t in by_name.values() if not t.static and t.status == "done"]
+        for t in self.map(self._process_step, todo):
+            by_name[(t.subject, t.name)] = t
+        results = [by_name[(t.subject, t.name)] for t in trials]
+        lines = [
+            f"{t.name}: done ({', '.join(t.redone) or 'nothing redone'})"
+            if t.status == "done"
+            else f"{t.name}: FAILED: {t.error}"
+            for t in results
+        ]
+        for line in lines:
+            self.say(line)
         result = SessionResult(self.out, results, time.perf_counter() - t0)
-        write_text_atomic(self.out / LOG, "\n".join(self._lines) + "\n")
+        write_text_atomic(self.out / LOG, "\n".join(lines) + "\n")
         write_text_atomic(self.out / RESULT, json.dumps(result.to_dict(), indent=1) + "\n")
         return result
 
-    # ------------------------------------------------------------------------- a subject
-    def _subject(self, subject: SubjectSpec) -> list[TrialResult]:
-        names = ([subject.static] if subject.static else []) + list(subject.trials)
-        trials = {n: TrialResult(n, subject.name, n == subject.static) for n in names}
-        captures = {}
-        for name, trial in trials.items():
-            captures[name] = self._guard(trial, lambda t=trial: self._import(t))
-        calib = None
-        if subject.static is None:
-            self._fail_all(
-                trials.values(),
-                f"subject {subject.name}: no static trial (name one as `static:` in session.yaml, "
-                "or a file named *static* or *cal*)",
-            )
-        elif captures.get(subject.static) is not None:
-            used = [subject.static] + [n for n in subject.calibrate if captures.get(n) is not None]
-            holder = trials[subject.static]
-            calib = self._guard(holder, lambda: self._calibrate(subject, used, captures, holder))
-            if calib is None:
-                self._fail_all(trials.values(), f"subject {subject.name}: {holder.error}")
-        else:
-            self._fail_all(
-                trials.values(), f"subject {subject.name}: its static {subject.static} failed"
-            )
-        for name in subject.trials:
-            trial = trials[name]
-            if trial.status == "done" and calib is not None:
-                self._guard(trial, lambda t=trial: self._process(t, captures[t.name], calib))
-        for trial in trials.values():
-            if trial.status == "done":
-                self._log(f"{trial.name}: done ({', '.join(trial.redone) or 'nothing redone'})")
-        return list(trials.values())
+    # ------------------------------------------------------------------------- the phases
+    def _import_step(self, trial: TrialResult) -> TrialResult:
+        return _guarded(trial, lambda: self._import(trial))
 
-    def _guard(self, trial: TrialResult, work: Callable[[], object]):
-        """``work()``, or None with the trial failed in one line when it raises a user error."""
-        if trial.status == "failed":
-            return None
-        try:
-            return work()
-        except USER_ERRORS as exc:
-            trial.status, trial.error = "failed", user_error(exc)[0]
-            self._log(f"{trial.name}: FAILED: {trial.error}")
-            return None
+    def _calibrate_step(self, holder: TrialResult) -> TrialResult:
+        subject = next(s for s in self.spec.subjects if s.name == holder.subject)
+        used = holder.summary.pop("calibrated_with")
+        captures = {n: self._dir_of(n) / "capture.npz" for n in used}
+        return _guarded(holder, lambda: self._calibrate(subject, used, captures, holder))
 
-    def _fail_all(self, trials, why: str) -> None:
-        for trial in trials:
-            if trial.status == "done":
-                trial.status, trial.error = "failed", why
-                self._log(f"{trial.name}: FAILED: {why}")
-
-    def _log(self, line: str) -> None:
-        self._lines.append(line)
-        self.say(line)
+    def _process_step(self, trial: TrialResult) -> TrialResult:
+        calib = trial.outputs["calibration"]
+        return _guarded(trial, lambda: self._process(trial, trial.outputs["capture"], calib))
 
     # ------------------------------------------------------------------------- the steps
     def _dir(self, trial: TrialResult) -> Path:
-        return self.out / "trials" / Path(trial.name).stem
+        return self._dir_of(trial.name)
+
+    def _dir_of(self, name: str) -> Path:
+        return self.out / "trials" / Path(name).stem
 
     def _import(self, trial: TrialResult) -> Path:
         raw = self.spec.folder / trial.name
@@ -316,6 +334,27 @@ class SessionRun:
         write_text_atomic(out, json.dumps(summary, indent=1, default=float) + "\n")
 
 
+def _guarded(trial: TrialResult, work: Callable[[], object]) -> TrialResult:
+    """``trial`` after ``work()`` (one thread: a step's output does not depend on where it
+    ran), failed in one line when ``work`` raises a user error."""
+    if trial.status != "failed":
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            work()
+        except USER_ERRORS as exc:
+            trial.status, trial.error = "failed", user_error(exc)[0]
+        finally:
+            torch.set_num_threads(threads)
+    return trial
+
+
+def _fail_all(trials, why: str) -> None:
+    for trial in trials:
+        if trial.status == "done":
+            trial.status, trial.error = "failed", why
+
+
 def capture_losses(capture) -> dict:
     """Per plate the share of frames seen and the gaps (runs of frames not seen) a capture has:
     ``{plate: {"seen": 0..1, "gaps": n, "longest_gap_frames": n}}``."""
@@ -342,7 +381,10 @@ def plate_fit_mm(capture, calib, motion, synth: Synthesizer) -> float:
     return round(float(gap.mean() * 1e3), 2) if gap.size else float("nan")
 
 
-def run_session(spec: SessionSpec, out: str | Path, log: Callable[[str], None] = print):
-    """Process ``spec``'s trials into ``out`` (module docstring); returns the
+def run_session(
+    spec: SessionSpec, out: str | Path, log: Callable[[str], None] = print, mapper=None
+):
+    """Process ``spec``'s trials into ``out`` (module docstring), its steps mapped by ``mapper``
+    (default: in this process; :func:`rbmcap.session.cluster.dask_mapper`); returns the
     :class:`SessionResult`."""
-    return SessionRun(spec, Path(out), log).run()
+    return SessionRun(spec, Path(out), log, mapper).run()

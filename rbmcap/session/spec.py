@@ -8,6 +8,7 @@ A session is a folder of trials (C3D, Vicon or OptiTrack CSV exports, or rbmcap 
     model: standin-rbm14         # the network (default)
     method: refine               # rbmcap infer's method (default refine)
     exports: [bvh]               # besides the motion .npz: bvh, glb
+    cluster: {kind: slurm, jobs: 8, queue: short, memory: 8GB}   # optional: dask-jobqueue
     subjects:                    # optional: who is in which trial
       A:
         static: PiG_Calibration-FlatFoot-One.c3d
@@ -34,7 +35,7 @@ SESSION_FILE = "session.yaml"
 TRIAL_SUFFIXES = (".c3d", ".csv", ".npz")
 STATIC_NAME = re.compile(r"static|cal", re.IGNORECASE)
 EXPORTS = ("bvh", "glb")
-KEYS = ("markers", "plates", "model", "method", "exports", "subjects")
+KEYS = ("markers", "plates", "model", "method", "exports", "cluster", "subjects")
 SUBJECT_KEYS = ("static", "trials", "calibrate")
 
 
@@ -60,6 +61,7 @@ class SessionSpec:
     model: str = "standin-rbm14"
     method: str = "refine"
     exports: tuple[str, ...] = ()
+    cluster: dict | None = None
     settings: dict = field(default_factory=dict)
 
     def trial_names(self) -> list[str]:
@@ -107,6 +109,9 @@ def load_session(folder: str | Path, **overrides) -> SessionSpec:
         raise ConfigError(
             f"{path}: exports: expected a list of {', '.join(EXPORTS)}, got {exports!r}"
         )
+    cluster = data.get("cluster")
+    if cluster is not None and not isinstance(cluster, dict):
+        raise ConfigError(f"{path}: cluster: expected a mapping (kind: slurm, jobs: 8, ...)")
     if "subjects" in data:
         subjects = _subjects(data["subjects"], files, path)
     else:
@@ -117,6 +122,7 @@ def load_session(folder: str | Path, **overrides) -> SessionSpec:
         folder=folder,
         subjects=subjects,
         exports=tuple(exports),
+        cluster=cluster,
         settings={"session_file": str(path) if path.is_file() else None},
         **values,
     )

@@ -167,3 +167,52 @@ def test_the_session_file_is_checked_before_anything_runs(tmp_path):
         load_session(folder)
     with pytest.raises(ConfigError, match="not a folder"):
         load_session(folder / "nowhere")
+
+
+@pytest.mark.slow
+def test_a_local_dask_cluster_of_two_workers_gives_the_serial_outputs(first_run, tmp_path):
+    folder, reference, _, _, _ = first_run
+    out = tmp_path / "out"
+    assert cli.main(["session", str(folder), "--out", str(out), "--workers", "2"]) == 1
+    assert _outputs(out) == _outputs(reference)
+
+
+def test_a_batch_cluster_s_job_script_asks_for_one_core_and_the_session_s_options():
+    """What ``--jobqueue slurm`` would submit, without a Slurm scheduler (the cluster's own
+    scheduler on the loopback only)."""
+    from rbmcap.session import jobqueue_cluster
+
+    cluster = jobqueue_cluster(
+        "slurm",
+        queue="short",
+        account="gaitlab",
+        memory="4GB",
+        walltime="00:30:00",
+        scheduler_options={"host": "127.0.0.1", "dashboard_address": None},
+    )
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    for line in (
+        "#SBATCH -p short",
+        "#SBATCH -A gaitlab",
+        "#SBATCH --cpus-per-task=1",
+        "#SBATCH --mem=4G",
+        "#SBATCH -t 00:30:00",
+    ):
+        assert line in script, script
+    assert "--nthreads 1" in script and "tcp://127.0.0.1:" in script
+    with pytest.raises(ConfigError, match="jobqueue 'lsf': expected one of slurm, pbs, sge"):
+        jobqueue_cluster("lsf")
+
+
+def test_the_session_file_s_cluster_reaches_the_run(tmp_path):
+    folder = tmp_path / "s"
+    folder.mkdir()
+    (folder / "static.c3d").write_bytes(b"")
+    (folder / "session.yaml").write_text("cluster: {kind: pbs, jobs: 4, queue: long}\n")
+    assert load_session(folder).cluster == {"kind": "pbs", "jobs": 4, "queue": "long"}
+    (folder / "session.yaml").write_text("cluster: 4\n")
+    with pytest.raises(ConfigError, match="cluster: expected a mapping"):
+        load_session(folder)

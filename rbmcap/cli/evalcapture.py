@@ -78,11 +78,7 @@ def _eval_capture(args: argparse.Namespace) -> int:
     if args.floor_iterations is not None and args.floor_iterations < 1:
         raise ConfigError(f"--floor-iterations must be ≥ 1, got {args.floor_iterations}")
     motion = read_motion(args.motion)
-    body = None
-    if args.body is not None:
-        from rbmcap.body import load_body_model  # start-up: torch, only with --body
-
-        body = load_body_model(args.body, gender=motion.gender)
+    body = args.body  # a name: the library loads it (default the stand-in of the gender)
     if args.angles or args.png:
         return _eval_angles(args, motion, body)
     capture = Capture.load(args.capture)

@@ -193,15 +193,16 @@ def evaluate_capture_angles(
     static_motion=None,
     calib=None,
 ) -> CaptureAnglesReport:
-    """Compare ``motion``'s clinical angles and gait events with those the C3D file carries;
+    """Compare ``motion``'s clinical angles and gait events with those the C3D file carries, on
+    ``body`` (a body model or its name; default the stand-in of the motion's gender);
     draw the gait cycles to ``png`` when given. Frames from the subject's ``landmarks``, or
     those read from the ``static`` capture and its ``static_motion`` (files,
     :func:`rbmcap.io.static_landmarks.read_static_landmarks`), instead of the body's; with
     both, ``landmarks`` add to the static's; ``calib``: a calibration file whose joint axes,
     measured from the plates' motion, give the limb segments' flexion axes
     (:func:`calibration_landmarks`)."""
-    if body is None:
-        body = load_body_model("standin", gender=motion.gender)
+    if body is None or isinstance(body, str):
+        body = load_body_model(body or "standin", gender=motion.gender)
     if calib is not None:
         landmarks = calibration_landmarks(calib, body).merged(landmarks)
     from_static = read_static_landmarks(static, static_motion, body)

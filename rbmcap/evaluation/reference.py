@@ -228,8 +228,8 @@ def evaluate_against_reference(
         motion: an :class:`~rbmcap.motion.SMPLMotion` of the capture (same frames).
         capture: a :class:`~rbmcap.io.capture.Capture` with the reference's points.
         reference: a :class:`ReferenceMap`, or its name or YAML path.
-        body: the body model of the motion and of the floor fit (default: the stand-in of the
-            motion's gender).
+        body: the body model of the motion and of the floor fit, or its name (default: the
+            stand-in of the motion's gender).
         floor: also fit SMPL to the reference points (:mod:`rbmcap.evaluation.floor`).
         prior: the floor fit's pose prior (default: the shipped one).
         floor_iterations: the floor fit's L-BFGS iterations (default its own).
@@ -239,8 +239,8 @@ def evaluate_against_reference(
     """
     ref = reference if isinstance(reference, ReferenceMap) else ReferenceMap.load(reference)
     _check_same_take(motion, capture)
-    if body is None:
-        body = load_body_model("standin", gender=motion.gender)
+    if body is None or isinstance(body, str):
+        body = load_body_model(body or "standin", gender=motion.gender)
     mapped = ref.all_joints
     points, valid = reference_points(capture, mapped, ref.name)
     order = list(mapped)

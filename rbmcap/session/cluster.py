@@ -7,13 +7,16 @@
 
 Workers read a trial's inputs from the shared file system and write its outputs atomically
 (:mod:`rbmcap.session.run`); each step runs on one thread, so the outputs are those of a serial
-run. Dask is imported only when a cluster is asked for.
+run.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+
+import dask_jobqueue
+from distributed import Client, LocalCluster
 
 from rbmcap.errors import ConfigError
 
@@ -28,8 +31,6 @@ def jobqueue_cluster(kind: str, **options):
     ``job_extra_directives``, ...); nothing is submitted until it is scaled."""
     if kind not in JOBQUEUES:
         raise ConfigError(f"jobqueue {kind!r}: expected one of {', '.join(JOBQUEUES)}")
-    import dask_jobqueue  # optional engine: only when a batch cluster is asked for
-
     try:
         return getattr(dask_jobqueue, JOBQUEUES[kind])(**(JOB_DEFAULTS | options))
     except (TypeError, ValueError) as exc:
@@ -48,8 +49,6 @@ def dask_mapper(
     if not workers and not scheduler and not jobqueue:
         yield None
         return
-    from distributed import Client, LocalCluster  # optional engine: only when asked for
-
     if sum(bool(x) for x in (workers, scheduler, jobqueue)) > 1:
         raise ConfigError("give one of --workers, --scheduler or --jobqueue")
     if workers is not None and workers < 1:

@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from helpers.acceptance import FULL
 
 from rbmcap.bench.infer import sample_observations
 from rbmcap.calibrate.calibration import Calibration, PlateOffset
@@ -137,7 +138,19 @@ def test_a_centre_moved_moves_its_joint(predictor, walk):
     assert float(np.median(along)) > 0.015, np.median(along)
 
 
-@pytest.mark.parametrize("backend", ["eager", pytest.param("compiled", marks=pytest.mark.slow)])
+COMPILED = pytest.param(
+    "compiled",
+    marks=[
+        pytest.mark.slow,
+        pytest.mark.acceptance,
+        pytest.mark.skipif(
+            not FULL, reason="compiles the step's three kernels afresh (84 s): make acceptance"
+        ),
+    ],
+)
+
+
+@pytest.mark.parametrize("backend", ["eager", COMPILED])
 def test_every_backend_draws_the_joints_as_the_trace_does(predictor, walk, backend):
     """The joint centres reach the eager modules and the compiled kernels (fixed shapes: 24
     joints whichever were measured) as they reach the traced ones."""

@@ -92,6 +92,7 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
 }
 
 
+@pytest.mark.slow  # CI's serial stage: beside another worker it fell 2 frames behind 2 of 3 runs
 @pytest.mark.exclusive  # streams at 240 Hz and counts the frames posed and lost
 def test_bench_live_streams_from_a_natnet_server_and_poses_its_frames(capsys):
     idle, hot = quick_bench("live", capsys)["runs"]

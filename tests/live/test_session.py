@@ -211,6 +211,8 @@ def test_names_that_do_not_fit_the_marker_set_are_one_error_before_any_sink_open
     assert sink.opened == 0
 
 
+@pytest.mark.slow  # CI's serial stage: beside make test's other worker it fell 2 frames behind
+@pytest.mark.exclusive  # counts how far behind the source the session falls
 def test_a_slow_consumer_drops_frames_counts_them_and_never_queues(predictor, take):
     sink = KeepingSink(delay_s=0.02)  # 50 poses/s against 240 frames/s
     stats = LiveSession(ReplaySource(take), predictor, [sink], options=TRACE).run()

@@ -84,6 +84,7 @@ def first_run(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.acceptance  # with the kill runs: the session is processed once for all of them
 def test_the_good_trials_are_processed_and_each_bad_one_is_one_line(first_run):
     _, out, code, result, _ = first_run
     status = {t["name"]: t for t in result["trials"]}
@@ -114,6 +115,7 @@ def test_the_good_trials_are_processed_and_each_bad_one_is_one_line(first_run):
 
 
 @pytest.mark.slow
+@pytest.mark.acceptance
 def test_a_second_run_redoes_nothing_in_a_tenth_of_the_time(first_run):
     folder, out, _, _, seconds = first_run
     before = _outputs(out)
@@ -170,6 +172,7 @@ def test_the_session_file_is_checked_before_anything_runs(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.acceptance
 def test_a_local_dask_cluster_of_two_workers_gives_the_serial_outputs(first_run, tmp_path):
     folder, reference, _, _, _ = first_run
     out = tmp_path / "out"

@@ -19,17 +19,20 @@ norm is θ²) and the accelerations. The GMM's negative log-likelihood is, near 
 component's 0.5‖Lₖᵀ(θ − μₖ)‖² plus a constant (Lₖ: that component's precision factor), a
 residual √(w_prior/2)·Lₖᵀ(θ − μₖ). One step (:class:`LMStep`):
 
-    J = ∂r/∂x        forward differences, all columns in one batched evaluation of the body
-                     (1 + 72 poses: the frame costs one small batched forward, not 72)
+    J = ∂r/∂x        forward differences of the plates' skin vertices moved along their exact
+                     tangents (one skinning pass and its derivative,
+                     :meth:`~rbmcap.body.BodyModel.skin_vertex_tangents`, not 72 skinnings),
+                     through the plate frames and residuals
     ∂r/∂t            exact: the identity over σ_p for a seen plate's position, fps²/σ_a for its
                      acceleration, zero for rotations
     H = JᵀJ + Hₚ,  g = Jᵀr + gₚ
     δ = −(H + λ diag(H))⁻¹ g
 
-so a step costs one evaluation of 73 poses, a 75×75 solve and no autograd. Each step also keeps
-the best iterate and adapts λ (Levenberg–Marquardt): where the pose it evaluates raised E, the
-next step is retaken from the best with more damping. :class:`FrameStart` picks where a frame's
-steps start and :class:`FrameKeepBest` evaluates the last step's pose. Each module is a fixed
+so a step costs one skinning with its tangents, the plate frames of 73 vertex sets, a 75×75
+solve and no autograd. Each step also keeps the best iterate and adapts λ
+(Levenberg–Marquardt): where the pose it evaluates raised E, the next step is retaken from the
+best with more damping. :class:`FrameStart` picks where a frame's steps start and
+:class:`FrameFinish` evaluates the last step's pose and forms the answer. Each module is a fixed
 sequence of tensor operations on fixed shapes (no Python between them, no data-dependent
 branches), so it can be traced or compiled ahead of time.
 """
@@ -43,10 +46,9 @@ import torch
 from torch.nn import functional
 
 from rbmcap.baseline.config import WeightsConfig
-from rbmcap.baseline.objective import predict_markers
 from rbmcap.baseline.prior import PRIOR_JOINTS, GaussianMixturePrior
 from rbmcap.errors import ConfigError
-from rbmcap.markers.plates import PlateTopology
+from rbmcap.markers.plates import PlateTopology, plate_frames
 
 UNKNOWNS = 72
 """Unknowns of a frame's pose: the global orientation's correction ω (3) and the body's
@@ -59,7 +61,7 @@ column) and its truncation error (~1e-3) are both far below what a Gauss–Newto
 
 class FrameTerms(torch.nn.Module):
     """The residuals and the objective of one frame (see the module docstring), shared by
-    :class:`FrameStart`, :class:`LMStep` and :class:`FrameKeepBest`.
+    :class:`FrameStart`, :class:`LMStep` and :class:`FrameFinish`.
 
     Args:
         body: the body model (float32 or float64; every tensor follows its dtype and device).
@@ -121,15 +123,26 @@ class FrameTerms(torch.nn.Module):
         Returns:
             (residuals (S, R, 9N), predicted plate positions (S, R, N, 3)).
         """
+        rotmats = self.rotmats(x, base)
+        skinned = self.body.skin_vertices(self.topology.skin_ids, rotmats, betas[:, None], trans)
+        return self.plate_residuals(skinned, pos, rot, valid, context, smooth)
+
+    def rotmats(self, x, base):
+        """Local rotations (S, R, 24, 3, 3) of unknowns x (S, R, 72) about the global
+        orientation ``base`` (S, 3, 3) or (S, R, 3, 3)."""
         s, r = x.shape[:2]
         base = base.reshape(s, -1, 3, 3)
         root = roma.rotvec_to_rotmat(x[..., :3]) @ base
         joints = roma.rotvec_to_rotmat(x[..., 3:].reshape(s, r, 23, 3))
-        rotmats = torch.cat([root[:, :, None], joints], dim=2)
-        pp, pr = predict_markers(self.body, self.topology, rotmats, betas[:, None], trans)
+        return torch.cat([root[:, :, None], joints], dim=2)
+
+    def plate_residuals(self, skinned, pos, rot, valid, context, smooth):
+        """The residuals of R sets of the plates' skin vertices ``skinned`` (S, R, K, 3) (the
+        rest as :meth:`residuals`): (residuals (S, R, 9N), plate positions (S, R, N, 3))."""
+        pp, pr = plate_frames(skinned, self.topology)
         pos = torch.where(valid[..., None], pos, torch.zeros_like(pos))
         rot = torch.where(valid[..., None, None], rot, self.eye3)
-        weight = valid[:, None, :, None].to(x.dtype)
+        weight = valid[:, None, :, None].to(pp.dtype)
         r_pos = (pp - pos[:, None]) * (weight * self.position_scale)
         r_rot = rotation_residual(rot[:, None], pr) * (weight * self.rotation_scale)
         accel = pp - 2.0 * context[:, None, 1] + context[:, None, 0]
@@ -202,22 +215,52 @@ class FrameStart(torch.nn.Module):
         )
 
 
-class FrameKeepBest(torch.nn.Module):
-    """E at one more pose, kept where it beats the best so far.
+class FrameFinish(torch.nn.Module):
+    """A frame's end: E at the last step's pose, kept where it beats the best so far, then the
+    frame's answer and what the stream keeps for the next frame.
 
     ``forward(x (S, 72), trans (S, 3), best_e (S,), best_x, best_trans, best_plates (S, N, 3),
-    base, betas, pos, rot, valid, context, smooth)`` → (best_e, best_x, best_trans,
-    best_plates) updated.
+    base, net_rotmats (S, 24, 3, 3), net_trans (S, 3), solved (S,), betas, pos, rot, valid,
+    context, smooth)`` → (best_e, the answer's local rotations (S, 24, 3, 3) and translation
+    (S, 3): the best pose's where a plate is seen, else the network's; the next frame's memory:
+    the best unknowns with ω zero (S, 72), the context (S, 2, N, 3) of the last two frames' plate
+    positions, the count of frames refined in a row (S,) up to 2, and whether this frame was
+    refined (S,) bool).
     """
 
     def __init__(self, terms: FrameTerms) -> None:
         super().__init__()
         self.terms = terms
 
-    def forward(self, x, trans, best_e, best_x, best_trans, best_plates, base, *observations):
-        r, pp = self.terms.residuals(x[:, None], trans[:, None], base, *observations)
-        e = self.terms.objective(r[:, 0], x[:, 3:])
-        return keep_better(e, x, trans, pp[:, 0], best_e, best_x, best_trans, best_plates)
+    def forward(
+        self,
+        x,
+        trans,
+        best_e,
+        best_x,
+        best_trans,
+        best_plates,
+        base,
+        net_rotmats,
+        net_trans,
+        solved,
+        *observations,
+    ):
+        terms = self.terms
+        r, pp = terms.residuals(x[:, None], trans[:, None], base, *observations)
+        e = terms.objective(r[:, 0], x[:, 3:])
+        best_e, best_x, best_trans, best_plates = keep_better(
+            e, x, trans, pp[:, 0], best_e, best_x, best_trans, best_plates
+        )
+        valid, context = observations[3], observations[4]
+        refined = valid.any(-1)
+        rotmats = terms.rotmats(best_x[:, None], base)[:, 0]
+        rotmats = torch.where(refined[:, None, None, None], rotmats, net_rotmats)
+        trans = torch.where(refined[:, None], best_trans, net_trans)
+        memory = torch.cat([torch.zeros_like(best_x[:, :3]), best_x[:, 3:]], dim=1)
+        context = torch.stack([context[:, 1], best_plates], dim=1)
+        solved = torch.where(refined, (solved + 1).clamp_max(2), torch.zeros_like(solved))
+        return best_e, rotmats, trans, memory, context, solved, refined
 
 
 class LMStep(torch.nn.Module):
@@ -247,9 +290,6 @@ class LMStep(torch.nn.Module):
         self.damping_cap = float(damping_cap)
         ref = terms.eye3
         kw = {"dtype": ref.dtype, "device": ref.device}
-        deltas = torch.zeros(1 + UNKNOWNS, UNKNOWNS, **kw)
-        deltas[1:] = self.step * torch.eye(UNKNOWNS, **kw)
-        self.register_buffer("deltas", deltas, persistent=False)
         self.register_buffer("eye69", torch.eye(69, **kw), persistent=False)
         # ∂r/∂t per plate: rows of position residuals (× validity) and of accelerations
         # (× smooth); the rotation rows do not depend on t.
@@ -263,7 +303,10 @@ class LMStep(torch.nn.Module):
         terms = self.terms
         s, n = x.shape[0], self.plates
         valid, smooth = observations[3], observations[5]
-        r, pp = terms.residuals(x[:, None] + self.deltas, trans[:, None], base, *observations)
+        betas, pos, rot, _, context, _ = observations
+        r, pp = terms.plate_residuals(
+            self._skin(x, trans, base, betas), pos, rot, valid, context, smooth
+        )
         r0 = r[:, 0]
         jac = (r[:, 1:] - r0[:, None]).transpose(1, 2) / self.step  # (S, 9N, 72)
         seen = valid.to(x.dtype).repeat_interleave(3, dim=1)[..., None]  # (S, 3N, 1)
@@ -299,6 +342,45 @@ class LMStep(torch.nn.Module):
         smaller = (damping / f).clamp_min(self.damping_floor)
         next_damping = torch.where(kept, smaller, (damping * f).clamp_max(self.damping_cap))
         return (next_x, next_trans, next_damping, *best)
+
+    def _skin(self, x, trans, base, betas):
+        """The plates' skin vertices at x (S, 72) and one step along each unknown:
+        (S, 1 + 72, K, 3), from one skinning pass and its tangents."""
+        terms = self.terms
+        s = x.shape[0]
+        rotmats = terms.rotmats(x[:, None], base)[:, 0]  # (S, 24, 3, 3)
+        # a step along joint j's unknowns turns it by J_r(x_j) δ in its own frame (exp's right
+        # Jacobian); the root's turns about the world axes of exp(ω) first: R_baseᵀ J_r(ω)
+        axes = right_jacobian(x.reshape(s, 24, 3))
+        axes = torch.cat([base.transpose(-1, -2)[:, None] @ axes[:, :1], axes[:, 1:]], dim=1)
+        skinned, tangents = terms.body.skin_vertex_tangents(
+            terms.topology.skin_ids, rotmats, axes, betas, trans
+        )
+        steps = self.step * tangents.flatten(1, 2)  # (S, 72, K, 3)
+        return skinned[:, None] + torch.cat([torch.zeros_like(steps[:, :1]), steps], dim=1)
+
+
+def right_jacobian(v: torch.Tensor) -> torch.Tensor:
+    """exp's right Jacobian J_r(v) (..., 3, 3) at rotation vectors v (..., 3):
+    exp(v + δ) = exp(v) exp(J_r(v) δ) to first order;
+    J_r = I − (1 − cos θ)/θ² [v]ₓ + (θ − sin θ)/θ³ [v]ₓ², θ = ‖v‖ (series below 1e-2 rad)."""
+    theta2 = (v * v).sum(-1, keepdim=True)[..., None]
+    theta = theta2.sqrt()
+    small = theta < 1e-2
+    safe = torch.where(small, torch.ones_like(theta), theta)
+    a = torch.where(small, 0.5 - theta2 / 24.0, (1.0 - torch.cos(safe)) / (safe * safe))
+    b = torch.where(small, 1.0 / 6.0 - theta2 / 120.0, (safe - torch.sin(safe)) / safe**3)
+    x, y, z = v.unbind(-1)
+    k = torch.stack(
+        [
+            torch.stack([torch.zeros_like(x), -z, y], dim=-1),
+            torch.stack([z, torch.zeros_like(x), -x], dim=-1),
+            torch.stack([-y, x, torch.zeros_like(x)], dim=-1),
+        ],
+        dim=-2,
+    )
+    eye = torch.eye(3, dtype=v.dtype, device=v.device)
+    return eye - a * k + b * (k @ k)
 
 
 def keep_better(e, x, trans, plates, best_e, best_x, best_trans, best_plates):

@@ -36,8 +36,11 @@ _BASES = {"smpl": smplx.SMPL, "smplh": smplx.SMPLH}
 @dataclass
 class _SparseSubset:
     """Model arrays for a fixed set of K vertices: template (K,3), shapedirs (K,3,B), the
-    non-zero pose-corrective columns posedirs (K,3,P') with their indices, and the skinning
-    weights (K,J') of the J' joints that influence these vertices."""
+    non-zero pose-corrective columns posedirs (K,3,P') with their indices, the skinning
+    weights (K,J') of the J' joints that influence these vertices, and per vertex and model
+    joint m the weight of the joints m turns (m and its descendants), ``subtree`` (K,Jm,J'), and
+    the pose correctives as one block per model joint after the root, ``pose_blocks``
+    (Jm-1,K,3,9) (joint m's block reads its R_m − I)."""
 
     template: torch.Tensor
     shapedirs: torch.Tensor
@@ -45,6 +48,8 @@ class _SparseSubset:
     pose_columns: torch.Tensor
     weights: torch.Tensor
     joints: torch.Tensor
+    subtree: torch.Tensor
+    pose_blocks: torch.Tensor
 
 
 @dataclass
@@ -258,6 +263,66 @@ class BodyModel(torch.nn.Module):
             out, joints = out + t, joints + t
         return out, joints
 
+    def skin_vertex_tangents(self, vertex_ids, poses, axes, betas=None, trans=None):
+        """Sparse skinning of ``vertex_ids`` and how the vertices move, to first order, as each
+        joint turns about each of three axes.
+
+        Turning SMPL joint j about the axis φ (in its own frame: R_j → R_j exp([φ]ₓ) per unit
+        step) swings the skin its subtree moves about the joint's centre c_j, at the world
+        angular velocity ω = G_j φ (G_j the joint's global rotation), and changes the pose
+        correctives:
+
+            ∂v/∂s = ω × Σ_{k under j} w_k (G_k v' + s_k − c_j) + B ∂v'/∂s
+
+        with w_k the vertex's skinning weights, G_k v' + s_k joint k's skinning transform of the
+        vertex's rest position v' (shape and pose correctives applied), B its blended rotation
+        and ∂v'/∂s the correctives' change (linear in R_j − I, with ∂R_j = R_j [φ]ₓ). These are
+        the exact derivatives of :meth:`skin_vertices`, at the cost of one skinning pass.
+
+        Args:
+            vertex_ids: the K vertices.
+            poses: (..., 24, 3) axis-angle or (..., 24, 3, 3) local rotations.
+            axes: (..., 24, 3, 3) each joint's three axes (columns), in its own frame.
+            betas, trans: as :meth:`skin_vertices`.
+
+        Returns:
+            (vertices (..., K, 3), tangents (..., 24, 3, K, 3)): joint j's a-th axis moves the
+            vertices by tangents[..., j, a] (metres per radian of turn).
+        """
+        sub = self._sparse(vertex_ids)
+        rot = self._model_rotmats(poses)
+        betas = self._betas(betas, rot.shape[:-3])
+        rest = self._model_rest_joints(betas)
+        grot, gpos = forward_kinematics(rot, rest, self.model_parents)
+        shift = gpos - (grot @ rest[..., None])[..., 0]
+        eye = torch.eye(3, dtype=rot.dtype, device=rot.device)
+        pose_feature = (rot[..., 1:, :, :] - eye).flatten(-3)[..., sub.pose_columns]
+        v = sub.template + torch.einsum("kcb,...b->...kc", sub.shapedirs, betas)
+        v = v + torch.einsum("kcp,...p->...kc", sub.posedirs, pose_feature)
+        j = sub.joints
+        blend_rot = torch.einsum("kj,...jab->...kab", sub.weights, grot[..., j, :, :])
+        blend_shift = torch.einsum("kj,...ja->...ka", sub.weights, shift[..., j, :])
+        out = (blend_rot @ v[..., None])[..., 0] + blend_shift
+        # the SMPL joints' subtrees: each joint's skinning transform of each vertex, summed
+        # under each joint, about the joint's centre
+        smpl = self._joint_map
+        subtree = sub.subtree[:, smpl]  # (K, 24, J')
+        moved = torch.einsum("...jab,...kb->...kja", grot[..., j, :, :], v) + shift[..., None, j, :]
+        arm = torch.einsum("kmj,...kja->...mka", subtree, moved)
+        arm = arm - subtree.sum(-1).T[..., None] * gpos[..., smpl, None, :]  # (..., 24, K, 3)
+        axes = self._tensor(axes)
+        omega = (grot[..., smpl, :, :] @ axes).transpose(-1, -2)  # (..., 24, 3 axes, 3)
+        swing = torch.linalg.cross(omega[..., :, None, :], arm[..., None, :, :], dim=-1)
+        # pose correctives: joint j's block of (R − I) changes by R_j [φ]ₓ
+        turned = rot[..., smpl[1:], None, :, :] @ _skew(axes[..., 1:, :, :].transpose(-1, -2))
+        blocks = sub.pose_blocks[[m - 1 for m in smpl[1:]]]  # (23, K, 3, 9)
+        d_rest = torch.einsum("jkcn,...jan->...jakc", blocks, turned.flatten(-2))
+        d_skin = (blend_rot[..., None, None, :, :, :] @ d_rest[..., None])[..., 0]
+        tangents = torch.cat([swing[..., :1, :, :, :], swing[..., 1:, :, :, :] + d_skin], dim=-4)
+        if trans is not None:
+            out = out + self._tensor(trans)[..., None, :]
+        return out, tangents
+
     def _sparse(self, vertex_ids) -> _SparseSubset:
         """The model arrays restricted to ``vertex_ids`` (cached per id list and device)."""
         ids = np.asarray(vertex_ids, dtype=np.int64).reshape(-1)
@@ -278,6 +343,11 @@ class BodyModel(torch.nn.Module):
             cols = torch.nonzero(posedirs.abs().amax(dim=(0, 1)) > 0).flatten()
             weights = m.lbs_weights[idx]
             joints = torch.nonzero(weights.abs().amax(dim=0) > 0).flatten()
+            below = np.eye(self.num_model_joints)  # below[m, k]: joint k is m or under it
+            for k, parent in enumerate(self.model_parents):
+                if parent >= 0:
+                    below[:, k] = np.maximum(below[:, k], below[:, parent])
+            below = torch.as_tensor(below[:, joints.cpu().numpy()], dtype=weights.dtype)
             return _SparseSubset(
                 template=m.v_template[idx],
                 shapedirs=m.shapedirs[idx],
@@ -285,6 +355,8 @@ class BodyModel(torch.nn.Module):
                 pose_columns=cols,
                 weights=weights[:, joints],
                 joints=joints,
+                subtree=weights[:, None, joints] * below.to(weights.device),
+                pose_blocks=posedirs.reshape(len(ids), 3, -1, 9).permute(2, 0, 1, 3),
             )
 
     # ------------------------------------------------------------------------------ helpers
@@ -338,3 +410,17 @@ class BodyModel(torch.nn.Module):
             f"kind={self.kind}, gender={self.gender}, vertices={self.num_vertices}, "
             f"betas={self.num_betas}, source={self.source!r}"
         )
+
+
+def _skew(v: torch.Tensor) -> torch.Tensor:
+    """(..., 3, 3) cross-product matrices [v]ₓ of (..., 3) vectors."""
+    zero = torch.zeros_like(v[..., 0])
+    x, y, z = v.unbind(-1)
+    return torch.stack(
+        [
+            torch.stack([zero, -z, y], dim=-1),
+            torch.stack([z, zero, -x], dim=-1),
+            torch.stack([-y, x, zero], dim=-1),
+        ],
+        dim=-2,
+    )

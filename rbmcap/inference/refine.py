@@ -36,11 +36,10 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import roma
 import torch
 
 from rbmcap.baseline.config import SolverConfig, load_solver_config
-from rbmcap.baseline.frame import UNKNOWNS, FrameKeepBest, FrameStart, FrameTerms, LMStep
+from rbmcap.baseline.frame import UNKNOWNS, FrameFinish, FrameStart, FrameTerms, LMStep
 from rbmcap.baseline.prior import GaussianMixturePrior, default_pose_prior, load_pose_prior
 from rbmcap.errors import ConfigError
 from rbmcap.inference.capture import checkpoint_body
@@ -195,7 +194,7 @@ class Refiner:
         self._modules = (
             FrameStart(terms),
             LMStep(terms, *DAMPING),
-            FrameKeepBest(terms),
+            FrameFinish(terms),
         )
         self._start = self._step = self._keep = None
         # what each part of a frame costs here: the start, a step, the last evaluation, and
@@ -237,7 +236,7 @@ class Refiner:
         examples = (
             (st.x, st.trans, st.base, st.has_prev, *net, *obs),
             (st.x, st.trans, damping, *best, st.base, *obs),
-            (st.x, st.trans, *best, st.base, *obs),
+            (st.x, st.trans, *best, st.base, *net, st.solved, *obs),
         )
         # no two inputs one tensor: an export would take them for one input
         return tuple(tuple(t.clone() for t in example) for example in examples)
@@ -338,20 +337,12 @@ class Refiner:
             now = later
         if done == 0:
             cost["step"].idle()
-        if done and now + cost["keep"].value <= deadline:
-            best = self._keep(x, t, *best, base, *obs)
-            later = _now()
-            spent += cost["keep"].observe(later - now)
-        else:
-            cost["keep"].idle()
-        _, best_x, best_t, best_p = best
-        refined = valid.any(-1)
-        out_rot = torch.where(refined[:, None, None, None], _rotmats(best_x, base), rotmats)
-        out_trans = torch.where(refined[:, None], best_t, trans)
-        state.x = torch.cat([torch.zeros_like(best_x[:, :3]), best_x[:, 3:]], dim=1)
-        state.trans, state.base, state.has_prev = best_t, out_rot[:, 0], refined
-        state.context = torch.stack([state.context[:, 1], best_p], dim=1)
-        state.solved = torch.where(refined, (state.solved + 1).clamp_max(2), 0.0)
+        # the last evaluation (its time was kept free before each step) and the answer
+        _, out_rot, out_trans, state.x, state.context, state.solved, refined = self._keep(
+            x, t, *best, base, rotmats, trans, state.solved, *obs
+        )
+        spent += cost["keep"].observe(_now() - now)
+        state.trans, state.base, state.has_prev = out_trans, out_rot[:, 0], refined
         total = _now() - t0
         cost["rest"].observe(max(total - spent, 0.0))
         if steps is None:
@@ -405,13 +396,6 @@ def _timed(kernel, example: tuple) -> float:
     t0 = _now()
     kernel(*example)
     return _now() - t0
-
-
-def _rotmats(x: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
-    """Local rotations (S, 24, 3, 3) of unknowns x (S, 72) around the orientation ``base``."""
-    root = roma.rotvec_to_rotmat(x[:, :3]) @ base
-    joints = roma.rotvec_to_rotmat(x[:, 3:].reshape(-1, 23, 3))
-    return torch.cat([root[:, None], joints], dim=1)
 
 
 def _kernel(module: torch.nn.Module, example: tuple, backend: str):

@@ -211,8 +211,8 @@ def test_a_forked_stream_shares_the_refiner_and_starts_afresh(predictor, take):
 
 
 def test_a_step_lowers_the_frame_objective(predictor, take):
-    """One Levenberg–Marquardt step from the network's pose lowers E, and its forward-difference
-    Jacobian matches autograd's."""
+    """One Levenberg–Marquardt step from the network's pose lowers E, and its Jacobian (forward
+    differences along the skin's tangents) matches autograd's."""
     refiner = Refiner(predictor, RefineOptions(0.0))
     terms: FrameTerms = refiner._modules[0].terms
     start, step, keep = refiner._modules
@@ -235,7 +235,7 @@ def test_a_step_lowers_the_frame_objective(predictor, take):
         inf = torch.full_like(e0, math.inf)
         damping = torch.full_like(e0, 1e-4)
         x1, t1, _, *best = step(x, t, damping, inf, x, t, plates, base, *obs)
-        e1 = keep(x1, t1, *best, base, *obs)[0]
+        e1 = keep(x1, t1, *best, base, rotmats, trans, st.solved, *obs)[0]
     assert float(e1) < float(e0) - 1.0
 
     def residuals(xt):
@@ -243,7 +243,8 @@ def test_a_step_lowers_the_frame_objective(predictor, take):
 
     exact = torch.autograd.functional.jacobian(residuals, torch.cat([x[0], t[0]]))
     with torch.no_grad():
-        r, _ = terms.residuals(x[:, None] + step.deltas, t[:, None], base, *obs)
+        skinned = step._skin(x, t, base, obs[0])  # the pose and a step along each unknown
+        r, _ = terms.plate_residuals(skinned, *obs[1:])
     differences = (r[0, 1:] - r[0, 0]).T / step.step
     assert float((differences - exact[:, :72]).abs().max()) < 0.01 * float(exact.abs().max())
 

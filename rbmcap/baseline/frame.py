@@ -7,24 +7,30 @@ For each of S subjects, one frame t is solved with the betas held, against the s
     E = Σ_i v_i (‖p̂_i − p_i‖² / σ_p² + θ(R̂_i, R_i)² / σ_r²)              data
       + w_prior · NLL_GMM(θ_body) + w_l2 · ‖θ_body‖²                        pose prior
       + s · Σ_i ‖(p̂_i − 2 c¹_i + c²_i) · fps²‖² / σ_a²                     smoothness
+      + Σ_k m_k ‖J_k − c_k‖² / σ_j²                                           joint centres
 
 with c¹, c² the predicted plate positions of the two frames solved before (held; ``s`` is 1 when
-there are two, else 0), the rest as in the solver. The unknowns are x = (ω (3), θ_body (69)) and
-the translation t (3): the global orientation is exp(ω)·R_base, a correction of the start's
-R_base, as in the solver.
+there are two, else 0), J_k the body's 24 joints and c_k the centres a calibration measured from
+the plates' motion, where this frame's plates put them
+(:func:`rbmcap.calibrate.functional.joint_centres`; m_k is 1 where a plate of joint k is seen,
+else 0: for a subject without measured joints every m_k is zero and the term vanishes), the rest
+as in the solver. The unknowns are x = (ω (3), θ_body (69)) and the translation t (3): the global
+orientation is exp(ω)·R_base, a correction of the start's R_base, as in the solver.
 
 The data and smoothness terms are a sum of squared residuals r(x, t): the plate position errors
 over σ_p, the plate rotation errors as rotation vectors log(R_iᵀ R̂_i) over σ_r (their squared
-norm is θ²) and the accelerations. The GMM's negative log-likelihood is, near x, its dominant
-component's 0.5‖Lₖᵀ(θ − μₖ)‖² plus a constant (Lₖ: that component's precision factor), a
-residual √(w_prior/2)·Lₖᵀ(θ − μₖ). One step (:class:`LMStep`):
+norm is θ²), the accelerations, and the joints' offsets from their centres over σ_j (always
+24 × 3, masked: the kernels' shapes do not depend on which joints were measured). The GMM's
+negative log-likelihood is, near x, its dominant component's 0.5‖Lₖᵀ(θ − μₖ)‖² plus a constant
+(Lₖ: that component's precision factor), a residual √(w_prior/2)·Lₖᵀ(θ − μₖ). One step
+(:class:`LMStep`):
 
     J = ∂r/∂x        forward differences of the plates' skin vertices moved along their exact
                      tangents (one skinning pass and its derivative,
                      :meth:`~rbmcap.body.BodyModel.skin_vertex_tangents`, not 72 skinnings),
                      through the plate frames and residuals
     ∂r/∂t            exact: the identity over σ_p for a seen plate's position, fps²/σ_a for its
-                     acceleration, zero for rotations
+                     acceleration, m_k/σ_j for a joint, zero for rotations
     H = JᵀJ + Hₚ,  g = Jᵀr + gₚ
     δ = −(H + λ diag(H))⁻¹ g
 
@@ -54,6 +60,9 @@ UNKNOWNS = 72
 """Unknowns of a frame's pose: the global orientation's correction ω (3) and the body's
 axis-angle (23 × 3); the translation (3) comes on top."""
 
+JOINTS = 24
+"""The body's joints, each with a joint-centre residual (zero where no centre is seen)."""
+
 DIFFERENCE_STEP = 1e-3
 """Forward-difference step of the Jacobian (radians): in float32 its rounding error (~1e-4 of a
 column) and its truncation error (~1e-3) are both far below what a Gauss–Newton step needs."""
@@ -66,7 +75,7 @@ class FrameTerms(torch.nn.Module):
     Args:
         body: the body model (float32 or float64; every tensor follows its dtype and device).
         topology: the marker set's plate topology (6-DoF plates).
-        weights: the solver's weights (σ_p, σ_r, prior, pose L2, σ_a; the betas are held).
+        weights: the solver's weights (σ_p, σ_r, prior, pose L2, σ_a, σ_j; the betas are held).
         prior: the GMM pose prior over joints 1..23, or None.
         fps: the stream's frame rate (Hz), for the smoothness term.
     """
@@ -89,6 +98,7 @@ class FrameTerms(torch.nn.Module):
         self.position_scale = 1.0 / (weights.position_sigma_mm * 1e-3)
         self.rotation_scale = 1.0 / math.radians(weights.rotation_sigma_deg)
         self.accel_scale = fps**2 / weights.accel_sigma if weights.accel_sigma > 0 else 0.0
+        self.joint_scale = 1.0 / (weights.joints_sigma_mm * 1e-3)
         self.pose_l2 = float(weights.pose_l2)
         self.prior_weight = float(weights.prior) if prior is not None else 0.0
         if prior is not None and tuple(prior.joints) != PRIOR_JOINTS:
@@ -105,10 +115,11 @@ class FrameTerms(torch.nn.Module):
 
     @property
     def residual_count(self) -> int:
-        """Residuals per frame: position, rotation and acceleration, 3 each per plate."""
-        return 9 * len(self.topology.centre)
+        """Residuals per frame: position, rotation and acceleration, 3 each per plate, and 3 per
+        joint (24)."""
+        return 9 * len(self.topology.centre) + 3 * JOINTS
 
-    def residuals(self, x, trans, base, betas, pos, rot, valid, context, smooth):
+    def residuals(self, x, trans, base, betas, pos, rot, valid, context, smooth, centres, seen):
         """The residuals r at R poses of each subject.
 
         Args:
@@ -119,13 +130,17 @@ class FrameTerms(torch.nn.Module):
                 entries may hold anything, NaN included).
             context: (S, 2, N, 3) predicted plate positions of the frames t−2 and t−1;
             smooth: (S,) 1 where the context holds two solved frames, else 0.
+            centres, seen: (S, 24, 3) m the joint centres the plates put the joints at, and
+                (S, 24) bool where there is one (unseen entries may hold anything).
 
         Returns:
-            (residuals (S, R, 9N), predicted plate positions (S, R, N, 3)).
+            (residuals (S, R, 9N + 72), predicted plate positions (S, R, N, 3)).
         """
         rotmats = self.rotmats(x, base)
-        skinned = self.body.skin_vertices(self.topology.skin_ids, rotmats, betas[:, None], trans)
-        return self.plate_residuals(skinned, pos, rot, valid, context, smooth)
+        skinned, joints = self.body.skin_vertices_and_joints(
+            self.topology.skin_ids, rotmats, betas[:, None], trans
+        )
+        return self.residuals_of(skinned, joints, pos, rot, valid, context, smooth, centres, seen)
 
     def rotmats(self, x, base):
         """Local rotations (S, R, 24, 3, 3) of unknowns x (S, R, 72) about the global
@@ -136,18 +151,23 @@ class FrameTerms(torch.nn.Module):
         joints = roma.rotvec_to_rotmat(x[..., 3:].reshape(s, r, 23, 3))
         return torch.cat([root[:, :, None], joints], dim=2)
 
-    def plate_residuals(self, skinned, pos, rot, valid, context, smooth):
-        """The residuals of R sets of the plates' skin vertices ``skinned`` (S, R, K, 3) (the
-        rest as :meth:`residuals`): (residuals (S, R, 9N), plate positions (S, R, N, 3))."""
+    def residuals_of(self, skinned, joints, pos, rot, valid, context, smooth, centres, seen):
+        """The residuals of R sets of the plates' skin vertices ``skinned`` (S, R, K, 3) and the
+        joints (S, R, 24, 3) (the rest as :meth:`residuals`): (residuals (S, R, 9N + 72), plate
+        positions (S, R, N, 3))."""
         pp, pr = plate_frames(skinned, self.topology)
         pos = torch.where(valid[..., None], pos, torch.zeros_like(pos))
+        centres = torch.where(seen[..., None], centres, torch.zeros_like(centres))
         rot = torch.where(valid[..., None, None], rot, self.eye3)
         weight = valid[:, None, :, None].to(pp.dtype)
         r_pos = (pp - pos[:, None]) * (weight * self.position_scale)
         r_rot = rotation_residual(rot[:, None], pr) * (weight * self.rotation_scale)
         accel = pp - 2.0 * context[:, None, 1] + context[:, None, 0]
         r_acc = accel * (smooth[:, None, None, None] * self.accel_scale)
-        return torch.cat([r_pos, r_rot, r_acc], dim=-2).flatten(-2), pp
+        r_joint = (joints - centres[:, None]) * (
+            seen[:, None, :, None].to(pp.dtype) * self.joint_scale
+        )
+        return torch.cat([r_pos, r_rot, r_acc, r_joint], dim=-2).flatten(-2), pp
 
     def prior_terms(self, body_pose):
         """The pose prior at ``body_pose`` (S, 69): (its objective (S,), the Gauss–Newton
@@ -168,11 +188,19 @@ class FrameTerms(torch.nn.Module):
         return self.prior_weight * nll, residual, jacobian
 
     def objective(self, r, body_pose):
-        """E (S, R) from the residuals (S, R, 9N) of R poses and their body poses (S, R, 69)
-        (or (S,) from (S, 9N) and (S, 69))."""
+        """E (S, R) from the residuals (S, R, 9N + 72) of R poses and their body poses
+        (S, R, 69) (or (S,) from (S, 9N + 72) and (S, 69))."""
         lead = body_pose.shape[:-1]
         prior = self.prior_terms(body_pose.reshape(-1, 69))[0].reshape(lead)
-        return (r * r).sum(-1) + prior + self.pose_l2 * (body_pose * body_pose).sum(-1)
+        return self.squares(r) + prior + self.pose_l2 * (body_pose * body_pose).sum(-1)
+
+    def squares(self, r):
+        """‖r‖² (...,) of residuals (..., 9N + 72), the plates' and the joints' summed apart:
+        without joint centres (their residuals zero) it is the plates' sum to the last bit, as
+        a sum over more terms (a different order of additions) would not be."""
+        n = 9 * len(self.topology.centre)
+        plates, joints = r[..., :n], r[..., n:]
+        return (plates * plates).sum(-1) + (joints * joints).sum(-1)
 
 
 class FrameStart(torch.nn.Module):
@@ -180,9 +208,9 @@ class FrameStart(torch.nn.Module):
     with the lower E (the network's alone where there is no previous answer).
 
     ``forward(prev_x (S, 72), prev_trans (S, 3), prev_base (S, 3, 3), has_prev (S,) bool,
-    net_rotmats (S, 24, 3, 3), net_trans (S, 3), betas, pos, rot, valid, context, smooth)`` →
-    (x (S, 72), trans (S, 3), base (S, 3, 3), E (S,), predicted plate positions (S, N, 3)) of
-    the start, its ω zero (``base`` is its global orientation).
+    net_rotmats (S, 24, 3, 3), net_trans (S, 3), betas, pos, rot, valid, context, smooth,
+    centres, seen)`` → (x (S, 72), trans (S, 3), base (S, 3, 3), E (S,), predicted plate
+    positions (S, N, 3)) of the start, its ω zero (``base`` is its global orientation).
     """
 
     def __init__(self, terms: FrameTerms) -> None:
@@ -267,7 +295,8 @@ class LMStep(torch.nn.Module):
     """One Levenberg–Marquardt iteration of each subject's frame (see the module docstring).
 
     ``forward(x (S, 72), trans (S, 3), damping (S,), best_e (S,), best_x, best_trans,
-    best_plates (S, N, 3), base, betas, pos, rot, valid, context, smooth)``: E and its Jacobian
+    best_plates (S, N, 3), base, betas, pos, rot, valid, context, smooth, centres, seen)``: E
+    and its Jacobian
     at x; x becomes the best where E(x) ≤ the best E, and the damping shrinks by
     ``damping_factor`` (not below ``damping_floor``); elsewhere the damping grows by it (up to
     ``damping_cap``). Returns (the next x: the step from x where it was kept, else the best
@@ -292,39 +321,32 @@ class LMStep(torch.nn.Module):
         kw = {"dtype": ref.dtype, "device": ref.device}
         self.register_buffer("eye69", torch.eye(69, **kw), persistent=False)
         # ∂r/∂t per plate: rows of position residuals (× validity) and of accelerations
-        # (× smooth); the rotation rows do not depend on t.
+        # (× smooth); the rotation rows do not depend on t. Per joint: its rows (× seen).
         n = len(terms.topology.centre)
         self.register_buffer("trans_rows", torch.eye(3, **kw).repeat(n, 1), persistent=False)
+        self.register_buffer("joint_rows", torch.eye(3, **kw).repeat(JOINTS, 1), persistent=False)
         self.plates = n
 
     def forward(
         self, x, trans, damping, best_e, best_x, best_trans, best_plates, base, *observations
     ):
         terms = self.terms
-        s, n = x.shape[0], self.plates
-        valid, smooth = observations[3], observations[5]
-        betas, pos, rot, _, context, _ = observations
-        r, pp = terms.plate_residuals(
-            self._skin(x, trans, base, betas), pos, rot, valid, context, smooth
-        )
+        betas, *rest = observations
+        r, pp = terms.residuals_of(*self._skin(x, trans, base, betas), *rest)
         r0 = r[:, 0]
-        jac = (r[:, 1:] - r0[:, None]).transpose(1, 2) / self.step  # (S, 9N, 72)
-        seen = valid.to(x.dtype).repeat_interleave(3, dim=1)[..., None]  # (S, 3N, 1)
-        j_trans = torch.cat(
-            [
-                self.trans_rows * (seen * terms.position_scale),
-                self.trans_rows.new_zeros(s, 3 * n, 3),
-                self.trans_rows * (smooth[:, None, None] * terms.accel_scale),
-            ],
-            dim=1,
-        )
-        jac = torch.cat([jac, j_trans], dim=2)  # (S, 9N, 75)
+        jac = (r[:, 1:] - r0[:, None]).transpose(1, 2) / self.step  # (S, 9N + 72, 72)
+        j_trans = self.trans_jacobian(observations[3], observations[5], observations[7])
+        jac = torch.cat([jac, j_trans], dim=2)  # (S, 9N + 72, 75)
         body_pose = x[:, 3:]
         prior_e, prior_r, prior_j = terms.prior_terms(body_pose)
-        e = (r0 * r0).sum(-1) + prior_e + terms.pose_l2 * (body_pose * body_pose).sum(-1)
+        e = terms.squares(r0) + prior_e + terms.pose_l2 * (body_pose * body_pose).sum(-1)
         jac_t = jac.transpose(1, 2)
         hess = jac_t @ jac
-        grad = (jac_t @ r0[..., None])[..., 0]
+        # the plates' rows and the joints' apart (as :meth:`FrameTerms.squares`): one product
+        # over more rows adds in another order, and a stream without joint centres would no
+        # longer step exactly as without the term
+        n = 9 * self.plates
+        grad = (jac_t[..., :n] @ r0[:, :n, None] + jac_t[..., n:] @ r0[:, n:, None])[..., 0]
         # the prior's block sits at the body pose's rows and columns 3..71 (pad: ω before, t
         # after)
         prior_jt = prior_j.transpose(1, 2)
@@ -343,9 +365,27 @@ class LMStep(torch.nn.Module):
         next_damping = torch.where(kept, smaller, (damping * f).clamp_max(self.damping_cap))
         return (next_x, next_trans, next_damping, *best)
 
+    def trans_jacobian(self, valid, smooth, seen):
+        """∂r/∂t (S, 9N + 72, 3), exact (the module docstring), from which plates are seen
+        (S, N), whether the smoothness term is on (S,) and which joint centres are seen
+        (S, 24)."""
+        terms, s, n = self.terms, valid.shape[0], self.plates
+        dtype = self.trans_rows.dtype
+        plates = valid.to(dtype).repeat_interleave(3, dim=1)[..., None]  # (S, 3N, 1)
+        joints = seen.to(dtype).repeat_interleave(3, dim=1)[..., None]  # (S, 72, 1)
+        return torch.cat(
+            [
+                self.trans_rows * (plates * terms.position_scale),
+                self.trans_rows.new_zeros(s, 3 * n, 3),
+                self.trans_rows * (smooth[:, None, None] * terms.accel_scale),
+                self.joint_rows * (joints * terms.joint_scale),
+            ],
+            dim=1,
+        )
+
     def _skin(self, x, trans, base, betas):
-        """The plates' skin vertices at x (S, 72) and one step along each unknown:
-        (S, 1 + 72, K, 3), from one skinning pass and its tangents."""
+        """The plates' skin vertices (S, 1 + 72, K, 3) and the joints (S, 1 + 72, 24, 3) at x
+        (S, 72) and one step along each unknown, from one skinning pass and its tangents."""
         terms = self.terms
         s = x.shape[0]
         rotmats = terms.rotmats(x[:, None], base)[:, 0]  # (S, 24, 3, 3)
@@ -353,11 +393,10 @@ class LMStep(torch.nn.Module):
         # Jacobian); the root's turns about the world axes of exp(ω) first: R_baseᵀ J_r(ω)
         axes = right_jacobian(x.reshape(s, 24, 3))
         axes = torch.cat([base.transpose(-1, -2)[:, None] @ axes[:, :1], axes[:, 1:]], dim=1)
-        skinned, tangents = terms.body.skin_vertex_tangents(
+        skinned, tangents, joints, joint_tangents = terms.body.skin_vertex_tangents(
             terms.topology.skin_ids, rotmats, axes, betas, trans
         )
-        steps = self.step * tangents.flatten(1, 2)  # (S, 72, K, 3)
-        return skinned[:, None] + torch.cat([torch.zeros_like(steps[:, :1]), steps], dim=1)
+        return _stepped(skinned, tangents, self.step), _stepped(joints, joint_tangents, self.step)
 
 
 def right_jacobian(v: torch.Tensor) -> torch.Tensor:
@@ -381,6 +420,13 @@ def right_jacobian(v: torch.Tensor) -> torch.Tensor:
     )
     eye = torch.eye(3, dtype=v.dtype, device=v.device)
     return eye - a * k + b * (k @ k)
+
+
+def _stepped(points: torch.Tensor, tangents: torch.Tensor, step: float) -> torch.Tensor:
+    """(S, 1 + 72, P, 3): ``points`` (S, P, 3), then moved ``step`` along each of the 72
+    unknowns' ``tangents`` (S, 24, 3, P, 3)."""
+    steps = step * tangents.flatten(1, 2)
+    return points[:, None] + torch.cat([torch.zeros_like(steps[:, :1]), steps], dim=1)
 
 
 def keep_better(e, x, trans, plates, best_e, best_x, best_trans, best_plates):

@@ -264,8 +264,8 @@ class BodyModel(torch.nn.Module):
         return out, joints
 
     def skin_vertex_tangents(self, vertex_ids, poses, axes, betas=None, trans=None):
-        """Sparse skinning of ``vertex_ids`` and how the vertices move, to first order, as each
-        joint turns about each of three axes.
+        """Sparse skinning of ``vertex_ids`` and the joints, and how they move, to first order, as
+        each joint turns about each of three axes.
 
         Turning SMPL joint j about the axis φ (in its own frame: R_j → R_j exp([φ]ₓ) per unit
         step) swings the skin its subtree moves about the joint's centre c_j, at the world
@@ -286,8 +286,10 @@ class BodyModel(torch.nn.Module):
             betas, trans: as :meth:`skin_vertices`.
 
         Returns:
-            (vertices (..., K, 3), tangents (..., 24, 3, K, 3)): joint j's a-th axis moves the
-            vertices by tangents[..., j, a] (metres per radian of turn).
+            (vertices (..., K, 3), their tangents (..., 24, 3, K, 3), the 24 joints (..., 24, 3),
+            their tangents (..., 24, 3, 24, 3)): turning joint j about its a-th axis moves the
+            vertices by tangents[..., j, a] and the joints by joint tangents[..., j, a] (metres
+            per radian of turn).
         """
         sub = self._sparse(vertex_ids)
         rot = self._model_rotmats(poses)
@@ -319,9 +321,31 @@ class BodyModel(torch.nn.Module):
         d_rest = torch.einsum("jkcn,...jan->...jakc", blocks, turned.flatten(-2))
         d_skin = (blend_rot[..., None, None, :, :, :] @ d_rest[..., None])[..., 0]
         tangents = torch.cat([swing[..., :1, :, :, :], swing[..., 1:, :, :, :] + d_skin], dim=-4)
+        # the joints: joint j's turn swings the joints under it about c_j
+        joints = gpos[..., smpl, :]
+        offsets = joints[..., None, :, :] - joints[..., :, None, :]  # (..., 24 j, 24 k, 3)
+        offsets = offsets * self._smpl_below(offsets)[..., None]
+        joint_tangents = torch.linalg.cross(omega[..., None, :], offsets[..., None, :, :], dim=-1)
         if trans is not None:
-            out = out + self._tensor(trans)[..., None, :]
-        return out, tangents
+            t = self._tensor(trans)[..., None, :]
+            out, joints = out + t, joints + t
+        return out, tangents, joints, joint_tangents
+
+    def _smpl_below(self, like: torch.Tensor) -> torch.Tensor:
+        """(24, 24) 1 where SMPL joint k (column) is joint j (row) or under it in the model's
+        tree, else 0, as ``like``'s dtype and device."""
+        smpl = self._joint_map
+        below = self._below[np.ix_(smpl, smpl)]
+        return torch.as_tensor(below, dtype=like.dtype, device=like.device)
+
+    @cached_property
+    def _below(self) -> np.ndarray:
+        """(Jm, Jm) 1 where model joint k (column) is joint m (row) or under it, else 0."""
+        below = np.eye(self.num_model_joints)
+        for k, parent in enumerate(self.model_parents):
+            if parent >= 0:
+                below[:, k] = np.maximum(below[:, k], below[:, parent])
+        return below
 
     def _sparse(self, vertex_ids) -> _SparseSubset:
         """The model arrays restricted to ``vertex_ids`` (cached per id list and device)."""
@@ -343,11 +367,7 @@ class BodyModel(torch.nn.Module):
             cols = torch.nonzero(posedirs.abs().amax(dim=(0, 1)) > 0).flatten()
             weights = m.lbs_weights[idx]
             joints = torch.nonzero(weights.abs().amax(dim=0) > 0).flatten()
-            below = np.eye(self.num_model_joints)  # below[m, k]: joint k is m or under it
-            for k, parent in enumerate(self.model_parents):
-                if parent >= 0:
-                    below[:, k] = np.maximum(below[:, k], below[:, parent])
-            below = torch.as_tensor(below[:, joints.cpu().numpy()], dtype=weights.dtype)
+            below = torch.as_tensor(self._below[:, joints.cpu().numpy()], dtype=weights.dtype)
             return _SparseSubset(
                 template=m.v_template[idx],
                 shapedirs=m.shapedirs[idx],

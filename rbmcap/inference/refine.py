@@ -20,6 +20,10 @@ refined before it) with the betas held at the stream's, until a wall-clock deadl
   plate back in view). The first frame starts from the network's answer.
 - **causal**: only this frame's plates and the two refined frames before it enter; a frame's
   answer never depends on a later one.
+- **drawn to measured joints**: where a subject's calibration measured joint centres from the
+  plates' motion (:mod:`rbmcap.calibrate.functional`), the caller gives the centres this frame's
+  plates put them at, and the body's joints are drawn to them (the solver's joint-centre term,
+  ``weights.joints_sigma_mm``); a subject without them gets none (the term is then zero).
 
 Several subjects are refined in one batched step (their problems are independent, their steps
 share one evaluation of the body). A subject that sees no plate in a frame keeps the network's
@@ -39,7 +43,14 @@ from pathlib import Path
 import torch
 
 from rbmcap.baseline.config import SolverConfig, load_solver_config
-from rbmcap.baseline.frame import UNKNOWNS, FrameFinish, FrameStart, FrameTerms, LMStep
+from rbmcap.baseline.frame import (
+    JOINTS,
+    UNKNOWNS,
+    FrameFinish,
+    FrameStart,
+    FrameTerms,
+    LMStep,
+)
 from rbmcap.baseline.prior import GaussianMixturePrior, default_pose_prior, load_pose_prior
 from rbmcap.errors import ConfigError
 from rbmcap.inference.capture import checkpoint_body
@@ -190,6 +201,12 @@ class Refiner:
         ref = body.v_template
         self.dtype, self.device = ref.dtype, ref.device
         self.plates, self.num_betas = len(vertex_ids), body.num_betas
+        s, kw = self.subjects, {"dtype": self.dtype, "device": self.device}
+        # a frame without measured joints: every centre unseen (the term is zero)
+        self._no_centres = (
+            torch.zeros(s, JOINTS, 3, **kw),
+            torch.zeros(s, JOINTS, dtype=torch.bool, device=self.device),
+        )
         terms = FrameTerms(body, topology, config.weights, prior, float(predictor.fps))
         self._modules = (
             FrameStart(terms),
@@ -229,6 +246,8 @@ class Refiner:
             torch.ones(s, n, dtype=torch.bool, device=self.device),
             st.context,
             st.solved,
+            torch.zeros(s, JOINTS, 3, **kw),
+            torch.ones(s, JOINTS, dtype=torch.bool, device=self.device),
         )
         net = (eye.expand(s, 24, 3, 3).contiguous(), st.trans)
         best = (torch.full((s,), math.inf, **kw), st.x, st.trans, st.context[:, 1])
@@ -254,14 +273,26 @@ class Refiner:
                     kernel(*example)
                 self.cost[name].seed([_timed(kernel, example) for _ in range(KernelCost.WINDOW)])
             st, (net_rot, net_trans, *obs) = self.state(), examples[0][4:10]
+            centres = examples[0][12:14]
             rest = self.cost["rest"]
             for _ in range(KernelCost.WINDOW):  # frames without steps: the rest's cost
-                self._frame(st, net_rot, net_trans, *obs, steps=0)
+                self._frame(st, net_rot, net_trans, *obs, *centres, steps=0)
             rest.seed(list(rest.times))
 
     # ---------------------------------------------------------------------------- frame
     @torch.no_grad()
-    def refine(self, state: RefineState, rotmats, trans, betas, pos, rot, valid, started=None):
+    def refine(
+        self,
+        state: RefineState,
+        rotmats,
+        trans,
+        betas,
+        pos,
+        rot,
+        valid,
+        started=None,
+        joint_centres=None,
+    ):
         """Refine one frame of S subjects (tensors on the refiner's device; pos, rot, rotmats
         and trans in its dtype).
 
@@ -274,6 +305,10 @@ class Refiner:
                 Given, the budget counts from where that step usually ends (the median of its
                 recent times): a step that ran late (the thread preempted) leaves refinement
                 less time instead of delaying the frame further.
+            joint_centres: None (no subject's joints measured), or the joint centres this
+                frame's plates put each subject's measured joints at
+                (:func:`rbmcap.calibrate.functional.joint_centres`): ((S, 24, 3) m, (S, 24) bool
+                where there is one), drawn on by the body's joints.
 
         Returns:
             (rotmats (S, 24, 3, 3), trans (S, 3)): the best iterate within the budget, or the
@@ -297,7 +332,10 @@ class Refiner:
             state.solved = torch.zeros_like(state.solved)
             state.stats.add(0, _now() - t0)
             return rotmats, trans
-        return self._frame(state, rotmats, trans, betas, pos, rot, valid, t0=t0, anchor=anchor)
+        centres, seen = self._no_centres if joint_centres is None else joint_centres
+        return self._frame(
+            state, rotmats, trans, betas, pos, rot, valid, centres, seen, t0=t0, anchor=anchor
+        )
 
     def skip(self, state: RefineState) -> None:
         """A frame of the stream that is not refined (taken without an answer): the next
@@ -306,7 +344,19 @@ class Refiner:
         state.solved = torch.zeros_like(state.solved)
 
     def _frame(
-        self, state, rotmats, trans, betas, pos, rot, valid, t0=None, anchor=None, steps=None
+        self,
+        state,
+        rotmats,
+        trans,
+        betas,
+        pos,
+        rot,
+        valid,
+        centres,
+        seen,
+        t0=None,
+        anchor=None,
+        steps=None,
     ):
         """:meth:`refine` past its checks: the start, steps until the deadline (the budget
         after ``anchor``; or ``steps``), the last evaluation, the answer."""
@@ -317,7 +367,7 @@ class Refiner:
         cap = self.options.max_iterations if steps is None else steps
         cap = math.inf if cap is None else cap
         smooth = (state.solved >= 2).to(self.dtype)
-        obs = (betas, pos, rot, valid, state.context, smooth)
+        obs = (betas, pos, rot, valid, state.context, smooth, centres, seen)
         x, t, base, e, plates = self._start(
             state.x, state.trans, state.base, state.has_prev, rotmats, trans, *obs
         )

@@ -230,10 +230,15 @@ class StreamSession:
         return None if self._refined is None else self._refined.stats
 
     @torch.inference_mode()
-    def push(self, pos, rot, valid, betas=None) -> tuple[np.ndarray, np.ndarray]:
+    def push(
+        self, pos, rot, valid, betas=None, joint_centres=None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """One frame: pos (N, 3) m, rot (N, 3, 3), valid (N,) bool (a leading S for S
         subjects); ``betas`` (B,) (S, B for S subjects): the shape refinement holds (a
-        calibration's; None: the stream's running betas).
+        calibration's; None: the stream's running betas); ``joint_centres``: None, or the
+        centres of the joints a calibration measured, where this frame's plates put them
+        (:func:`rbmcap.calibrate.functional.joint_centres`), as ((24, 3) m, (24,) bool where
+        there is one) (a leading S for S subjects), drawing refinement's joints.
 
         Returns (rotmats (24, 3, 3) local, joint 0 global; trans (3,) m) for that frame (a
         leading S for S subjects), refined when the session refines.
@@ -249,8 +254,18 @@ class StreamSession:
                 betas = betas.reshape(self.subjects, -1)
             if self.subjects == 1:
                 pos, rot, valid = pos[None], rot[None], valid[None]
+            if joint_centres is not None:
+                joint_centres = self._centres(*joint_centres)
             rotmats, trans = self.refiner.refine(
-                self._refined, rotmats, trans, betas, pos, rot, valid, started=started
+                self._refined,
+                rotmats,
+                trans,
+                betas,
+                pos,
+                rot,
+                valid,
+                started=started,
+                joint_centres=joint_centres,
             )
         if self.subjects == 1:
             rotmats, trans = rotmats[0], trans[0]
@@ -287,6 +302,24 @@ class StreamSession:
         if not several:
             rotmats, trans = rotmats[None], trans[None]
         return rotmats, trans, lambda: (carry[1][:, 0] / self._count).float()
+
+    def _centres(self, centres, seen) -> tuple[torch.Tensor, torch.Tensor]:
+        """Joint centres and where they are seen as the refiner's (S, 24, 3) and (S, 24)
+        tensors, or DataError when they are not shaped (24, 3), (24,) (a leading S for S
+        subjects)."""
+        lead = (self.subjects,) if self.subjects > 1 else ()
+        centres = np.asarray(centres)
+        seen = np.asarray(seen, dtype=bool)
+        if centres.shape != (*lead, 24, 3) or seen.shape != (*lead, 24):
+            raise DataError(
+                f"a streamed frame's joint centres {centres.shape} and {seen.shape}: "
+                f"expected {(*lead, 24, 3)} and {(*lead, 24)}"
+            )
+        r = self.refiner
+        kw = {"dtype": r.dtype, "device": r.device}
+        centres = torch.as_tensor(centres, **kw).reshape(self.subjects, 24, 3)
+        seen = torch.as_tensor(seen, device=r.device).reshape(self.subjects, 24)
+        return centres, seen
 
     def _tensors(self, pos, rot, valid) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One frame's arrays as tensors on the model's device (copies: the caller may reuse its

@@ -12,6 +12,10 @@ so every frame is posed, at the source's rate, by one network step, and the pose
 are exactly those the causal model gives offline on that phase's frames: every frame in order
 that came, those the session had no time to pose stepped through the phase's state without a
 pose (:meth:`SubjectGroup.hold`).
+
+Where a subject's calibration measured joint centres from the plates' motion
+(:mod:`rbmcap.calibrate.functional`), each refined frame's centres are placed by that frame's
+observed plates (before the calibration's offsets) and refinement draws the body's joints to them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rbmcap.calibrate.calibration import PlateOffsets
+from rbmcap.calibrate.functional import joint_centres
 from rbmcap.errors import ConfigError
 from rbmcap.io.names import map_names
 from rbmcap.live.frames import LivePose, RigidBodyFrame
@@ -193,12 +198,18 @@ class SubjectGroup:
         self._calibrations: tuple = ()
         self._offsets: PlateOffsets | None = None
         self._betas: list[np.ndarray | None] = []
+        self._joints: list[list | None] = []  # each subject's measured joints, or None
 
     # ----------------------------------------------------------------------- plates
     def plates(self, frame: RigidBodyFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every subject's :meth:`SubjectStream.plates` of ``frame``, stacked (a leading S
         where there are several subjects): one gather from the frame for all subjects, and
         one calibration for all of them."""
+        return self._calibrate(*self.observed(frame))
+
+    def observed(self, frame: RigidBodyFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every subject's :meth:`SubjectStream.observed` of ``frame``, stacked as
+        :meth:`plates` stacks them."""
         layout = self._layouts.get(frame.names)
         if layout is None:
             layout = self._layout(frame.names)
@@ -209,10 +220,36 @@ class SubjectGroup:
         if len(self.streams) > 1:
             s = len(self.streams)
             pos, rot, valid = pos.reshape(s, -1, 3), rot.reshape(s, -1, 3, 3), valid.reshape(s, -1)
+        return pos, rot, valid
+
+    def _calibrate(self, pos, rot, valid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Observed plates (stacked) mapped through every subject's calibration."""
         offsets = self._calibrated()
         if offsets is None:
             return pos, rot, valid
         return offsets.apply(pos, rot, valid)
+
+    def joint_centres(self, pos, rot, valid) -> tuple[np.ndarray, np.ndarray] | None:
+        """Where observed plates (stacked, :meth:`observed`) put the joints each subject's
+        calibration measured (:func:`rbmcap.calibrate.functional.joint_centres`): ((24, 3) m,
+        (24,) bool where there is one), a leading S where there are several subjects; a subject
+        without measured joints has none. None when no subject has any."""
+        self._calibrated()
+        if not any(self._joints):
+            return None
+        names = list(self.streams[0].marker_names)
+        several = len(self.streams) > 1
+        if not several:
+            pos, rot, valid = pos[None], rot[None], valid[None]
+        centres = np.zeros((len(self.streams), 24, 3))
+        seen = np.zeros((len(self.streams), 24), dtype=bool)
+        for k, joints in enumerate(self._joints):
+            if joints:
+                c, m = joint_centres(
+                    joints, pos[k : k + 1], rot[k : k + 1], valid[k : k + 1], names
+                )
+                centres[k], seen[k] = c[0], m[0]
+        return (centres, seen) if several else (centres[0], seen[0])
 
     def _layout(self, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray | None]:
         """Where every subject's plates are among ``names`` (S·N,), and which are missing."""
@@ -233,6 +270,9 @@ class SubjectGroup:
         self._betas = [
             None if (b := getattr(c, "betas", None)) is None else np.asarray(b, dtype=np.float32)
             for c in calibrations
+        ]
+        self._joints = [
+            list(j.values()) if (j := getattr(c, "joints", None)) else None for c in calibrations
         ]
         offsets = [s.offsets for s in self.streams]
         if all(o is None for o in offsets):
@@ -286,13 +326,15 @@ class SubjectGroup:
         phase = (frame.frame if number is None else number) % len(self.sessions)
         while self.pending[phase]:
             self._step_held(phase)
-        pos, rot, valid = self.plates(frame)
+        observed = self.observed(frame)
+        pos, rot, valid = self._calibrate(*observed)
         session = self.sessions[phase]
+        centres = None if session.refiner is None else self.joint_centres(*observed)
         calibrated = self._betas
         held = None  # refinement holds the calibrated shapes when every subject has one
         if calibrated and all(b is not None for b in calibrated):
             held = calibrated[0] if len(calibrated) == 1 else np.stack(calibrated)
-        rotmats, trans = session.push(pos, rot, valid, betas=held)
+        rotmats, trans = session.push(pos, rot, valid, betas=held, joint_centres=centres)
         running = None if all(b is not None for b in calibrated) else session.betas
         if len(self.streams) == 1:
             pos, rot, valid, rotmats, trans = (a[None] for a in (pos, rot, valid, rotmats, trans))

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import roma
 import torch
 from helpers.live import synthetic_take
 
@@ -212,7 +213,7 @@ def test_a_forked_stream_shares_the_refiner_and_starts_afresh(predictor, take):
 
 def test_a_step_lowers_the_frame_objective(predictor, take):
     """One Levenberg–Marquardt step from the network's pose lowers E, and its Jacobian (forward
-    differences along the skin's tangents) matches autograd's."""
+    differences along the skin's and the joints' tangents) matches autograd's."""
     refiner = Refiner(predictor, RefineOptions(0.0))
     terms: FrameTerms = refiner._modules[0].terms
     start, step, keep = refiner._modules
@@ -229,6 +230,7 @@ def test_a_step_lowers_the_frame_objective(predictor, take):
         torch.as_tensor(take.valid[0])[None],
         st.context,
         st.solved,
+        *refiner._no_centres,
     )
     with torch.no_grad():
         x, t, base, e0, plates = start(st.x, st.trans, st.base, st.has_prev, rotmats, trans, *obs)
@@ -241,12 +243,62 @@ def test_a_step_lowers_the_frame_objective(predictor, take):
     def residuals(xt):
         return terms.residuals(xt[None, None, :72], xt[None, None, 72:], base, *obs)[0][0, 0]
 
+    # every joint drawn to a centre, so that the joints' rows are checked too
+    obs = (*obs[:6], torch.zeros(1, 24, 3), torch.ones(1, 24, dtype=torch.bool))
     exact = torch.autograd.functional.jacobian(residuals, torch.cat([x[0], t[0]]))
     with torch.no_grad():
-        skinned = step._skin(x, t, base, obs[0])  # the pose and a step along each unknown
-        r, _ = terms.plate_residuals(skinned, *obs[1:])
+        # the pose and a step along each unknown
+        r, _ = terms.residuals_of(*step._skin(x, t, base, obs[0]), *obs[1:])
     differences = (r[0, 1:] - r[0, 0]).T / step.step
-    assert float((differences - exact[:, :72]).abs().max()) < 0.01 * float(exact.abs().max())
+    scale = 0.01 * float(exact.abs().max())
+    assert float((differences - exact[:, :72]).abs().max()) < scale
+    joints = slice(-72, None)  # the joints' rows alone, at their own scale
+    scale = 0.01 * float(exact[joints].abs().max())
+    assert float(exact[joints, :72].abs().max()) > 0
+    assert float((differences[joints] - exact[joints, :72]).abs().max()) < scale
+
+
+def test_the_steps_translation_jacobian_is_exact_joint_centres_included(predictor, take):
+    """∂r/∂t, which a step takes analytically, is autograd's: plate positions where seen,
+    accelerations where smoothing, joint centres where seen (some plates and centres unseen)."""
+    refiner = Refiner(predictor, RefineOptions(0.0))
+    terms: FrameTerms = refiner._modules[0].terms
+    step = refiner._modules[1]
+    net = predictor.stream()
+    rotmats, trans = (
+        torch.as_tensor(a)[None] for a in net.push(take.pos[0], take.rot[0], take.valid[0])
+    )
+    valid = torch.as_tensor(take.valid[0])[None].clone()
+    valid[0, :3] = False
+    seen = torch.zeros(1, 24, dtype=torch.bool)
+    seen[0, 4:12] = True
+    gen = torch.Generator().manual_seed(0)
+    centres = trans[:, None] + 0.3 * torch.randn(1, 24, 3, generator=gen)
+    context = torch.as_tensor(take.pos[:2])[None].clone()
+    obs = (
+        torch.as_tensor(net.betas)[None],
+        torch.as_tensor(take.pos[0])[None],
+        torch.as_tensor(take.rot[0])[None],
+        valid,
+        context,
+        torch.ones(1),
+        centres,
+        seen,
+    )
+    x = torch.cat([torch.zeros(3), roma.rotmat_to_rotvec(rotmats[0, 1:]).flatten()])
+    base = rotmats[:, 0]
+
+    def residuals(t):
+        return terms.residuals(x[None, None], t[None, None], base, *obs)[0][0, 0]
+
+    exact = torch.autograd.functional.jacobian(residuals, trans[0])
+    with torch.no_grad():
+        analytic = step.trans_jacobian(valid, obs[5], seen)[0]
+    assert analytic.shape == exact.shape == (terms.residual_count, 3)
+    torch.testing.assert_close(analytic, exact, atol=1e-2, rtol=1e-4)
+    sigma_m = load_solver_config("default").weights.joints_sigma_mm * 1e-3
+    # the joint rows: the identity over σ_j for each of the 8 centres seen, zero elsewhere
+    assert float(analytic[-72:].abs().sum()) == pytest.approx(8 * 3 / sigma_m, rel=1e-5)
 
 
 def test_rotation_residual_is_the_geodesic_angle_along_the_relative_axis():

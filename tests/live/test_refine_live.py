@@ -119,9 +119,9 @@ def test_a_calibrated_subject_is_refined_with_its_calibrations_shape(predictor, 
     held = []
     push = StreamSession.push
 
-    def spy(self, pos, rot, valid, betas=None):
+    def spy(self, pos, rot, valid, betas=None, **kwargs):
         held.append(betas)
-        return push(self, pos, rot, valid, betas=betas)
+        return push(self, pos, rot, valid, betas=betas, **kwargs)
 
     monkeypatch.setattr(StreamSession, "push", spy)
     options = LiveOptions(backend="trace", refine=0.005)

@@ -1,5 +1,6 @@
-"""``rbmcap export opensim MOTION.npz --out DIR [--model gait.osim] [--map gait2392]
-[--body BODY] [--json]``: a motion as OpenSim files (:mod:`rbmcap.io.opensim_export`)."""
+"""``rbmcap export opensim MOTION.npz --out DIR [--model gait.osim [--static STATIC.npz]
+[--mass KG]] [--map gait2392] [--body BODY] [--json]``: a motion as OpenSim files, IK on a model
+as it is or scaled to the subject (:mod:`rbmcap.io.opensim_export`)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Write DIR/markers.trc (virtual markers on the posed body under an OpenSim "
         "model's marker names, mm, Y up) and DIR/coordinates.mot (the SMPL motion's pelvis "
         "translation and joint rotations); with --model, run OpenSim's inverse kinematics on "
-        "the markers into DIR/ik.mot (needs pip install 'rbmcap[opensim]').",
+        "the markers into DIR/ik.mot (needs pip install 'rbmcap[opensim]'); with --static, "
+        "scale the model to the subject first (OpenSim's ScaleTool on the static's virtual "
+        "markers: DIR/static_markers.trc, DIR/scaled.osim) and run IK on the scaled model.",
     )
     o.add_argument("motion", help="motion .npz (what `rbmcap infer` writes)")
     o.add_argument("--out", required=True, help="output folder")
     o.add_argument("--model", default=None, help="OpenSim model (.osim) to run IK on")
+    o.add_argument(
+        "--static",
+        default=None,
+        help="the subject's static trial as a motion .npz (rbmcap infer): scale --model to it",
+    )
+    o.add_argument(
+        "--mass", type=float, default=None, help="subject mass, kg (default: the model's)"
+    )
     o.add_argument(
         "--map", default="gait2392", help="OpenSim marker map, name or YAML (default gait2392)"
     )
@@ -36,6 +47,11 @@ def _export_opensim(args: argparse.Namespace) -> int:
     # start-up: the library loads torch, only when the command runs (not for --help)
     from rbmcap.io.opensim_export import export_opensim_file
 
-    written = export_opensim_file(args.motion, args.out, args.model, args.map, args.body)
-    print_mapping({k: str(v) for k, v in written.items()}, args.json)
+    written = export_opensim_file(
+        args.motion, args.out, args.model, args.map, args.body, args.static, args.mass
+    )
+    print_mapping(
+        {k: v if isinstance(v, (int, float, dict)) else str(v) for k, v in written.items()},
+        args.json,
+    )
     return 0

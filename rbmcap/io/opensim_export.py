@@ -1,5 +1,8 @@
 """An SMPL motion for OpenSim: virtual markers (``markers.trc``), its coordinates
-(``coordinates.mot``) and, given a model, OpenSim's inverse kinematics (``ik.mot``).
+(``coordinates.mot``) and, given a model, OpenSim's inverse kinematics (``ik.mot``), on the model
+as it is or, given the subject's static trial, on the model scaled to the subject
+(``scaled.osim``, from the static's virtual markers ``static_markers.trc``,
+:mod:`rbmcap.io.opensim_scale`).
 
 Virtual markers are vertices of the posed mesh of the motion's body (at its betas), one per
 marker of an :class:`~rbmcap.io.opensim_map.OpenSimMarkerMap` (the mean of the virtual markers it
@@ -31,8 +34,15 @@ from rbmcap.markers.markerset import load_marker_set
 from rbmcap.motion.smpl_motion import read_motion
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 
-FILES = {"markers": "markers.trc", "coordinates": "coordinates.mot", "ik": "ik.mot"}
-"""The files :func:`export_opensim` writes into its folder (``ik`` only with a model)."""
+FILES = {
+    "markers": "markers.trc",
+    "coordinates": "coordinates.mot",
+    "static_markers": "static_markers.trc",
+    "scaled_model": "scaled.osim",
+    "ik": "ik.mot",
+}
+"""The files :func:`export_opensim` writes into its folder (``ik`` only with a model, the static's
+markers and the scaled model only with a model and a static)."""
 
 
 def opensim_markers(motion, body, marker_map: OpenSimMarkerMap) -> np.ndarray:
@@ -76,17 +86,28 @@ def export_opensim(
     *,
     model: str | os.PathLike | None = None,
     marker_map: str | OpenSimMarkerMap = "gait2392",
+    static=None,
+    mass: float | None = None,
 ) -> dict[str, object]:
     """Write ``markers.trc`` and ``coordinates.mot`` of ``motion`` into ``out_dir`` and, with an
     OpenSim ``model``, run inverse kinematics on the markers into ``ik.mot``
-    (:func:`rbmcap.io.opensim_ik.run_inverse_kinematics`, needs the ``opensim`` extra).
+    (:func:`rbmcap.io.opensim_ik.run_inverse_kinematics`, needs the ``opensim`` extra). With the
+    subject's ``static`` trial too (a motion on the same body), the model is first scaled to the
+    subject from the static's virtual markers (:func:`rbmcap.io.opensim_scale.scale_model`,
+    ``mass`` kg or the model's own) and IK runs on the scaled model.
 
     Returns:
         ``{"markers": path, "coordinates": path}`` plus, with a model, ``"ik"`` (path),
-        ``"ik_frames"``, ``"marker_rms_mm"`` and ``"marker_max_mm"``.
+        ``"ik_frames"``, ``"marker_rms_mm"`` and ``"marker_max_mm"``; with a static,
+        ``"static_markers"``, ``"scaled_model"`` (paths), ``"scale_factors"`` (body → x, y, z),
+        ``"mass_kg"`` and ``"static_marker_rms_mm"`` (the static on the scaled model).
     """
     if motion.num_frames == 0:
         raise DataError(f"motion {motion.name!r}: no frames")
+    if static is not None and model is None:
+        raise DataError("a static trial scales a model: give the model to scale (--model)")
+    if static is not None and static.num_frames == 0:
+        raise DataError(f"static motion {static.name!r}: no frames")
     marker_map = load_marker_map(marker_map)
     out = Path(out_dir)
     positions = opensim_markers(motion, body, marker_map)
@@ -97,6 +118,15 @@ def export_opensim(
             out / FILES["markers"], marker_map.names, positions, float(motion.fps)
         )
         written["coordinates"] = write_mot(out / FILES["coordinates"], names, values, motion.fps)
+        if static is not None:
+            written["static_markers"] = write_trc(
+                out / FILES["static_markers"],
+                marker_map.names,
+                opensim_markers(static, body, marker_map),
+                float(static.fps),
+            )
+            written.update(_scaled(model, written["static_markers"], out, marker_map, mass))
+            model = written["scaled_model"]
         if model is not None:
             written.update(_inverse_kinematics(model, written["markers"], out, marker_map))
     except BaseException:
@@ -105,6 +135,21 @@ def export_opensim(
                 Path(written[key]).unlink(missing_ok=True)  # type: ignore[arg-type]
         raise
     return written
+
+
+def _scaled(model, static: Path, out: Path, marker_map, mass) -> dict[str, object]:
+    # optional extra: opensim
+    from rbmcap.io.opensim_scale import scale_model
+
+    result = scale_model(
+        model, static, out / FILES["scaled_model"], marker_map=marker_map, mass=mass
+    )
+    return {
+        "scaled_model": result.model,
+        "scale_factors": {b: [round(v, 4) for v in f] for b, f in result.factors.items()},
+        "mass_kg": round(result.mass, 2),
+        "static_marker_rms_mm": round(1000 * result.static_rms_m, 1),
+    }
 
 
 def _inverse_kinematics(model, markers: Path, out: Path, marker_map) -> dict[str, object]:
@@ -121,10 +166,20 @@ def _inverse_kinematics(model, markers: Path, out: Path, marker_map) -> dict[str
 
 
 def export_opensim_file(
-    motion_path, out, model=None, marker_map: str = "gait2392", body: str | None = None
+    motion_path,
+    out,
+    model=None,
+    marker_map: str = "gait2392",
+    body: str | None = None,
+    static_path=None,
+    mass: float | None = None,
 ) -> dict[str, object]:
-    """:func:`export_opensim` of the motion file ``motion_path`` on ``body`` (a path; default:
-    the stand-in of the motion's gender)."""
+    """:func:`export_opensim` of the motion file ``motion_path`` (and the static trial's motion
+    file ``static_path``, if given) on ``body`` (a path; default: the stand-in of the motion's
+    gender)."""
     motion = read_motion(motion_path)
+    static = read_motion(static_path) if static_path is not None else None
     model_ = load_body_model(body or "standin", gender=motion.gender)
-    return export_opensim(motion, model_, out, model=model, marker_map=marker_map)
+    return export_opensim(
+        motion, model_, out, model=model, marker_map=marker_map, static=static, mass=mass
+    )

@@ -56,13 +56,13 @@ def load_model(opensim, path: str | os.PathLike):
     try:
         model = opensim.Model(str(path))
     except RuntimeError as exc:
-        raise FormatError(f"{path}: not an OpenSim model ({_opensim_message(str(exc))})") from None
+        raise FormatError(f"{path}: not an OpenSim model ({opensim_message(str(exc))})") from None
     if model.getNumBodies() == 0:
         raise FormatError(f"{path}: not an OpenSim model (no bodies)")
     return model
 
 
-def _opensim_message(text: str) -> str:
+def opensim_message(text: str) -> str:
     """The informative line of a SWIG-wrapped OpenSim exception's text."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     useful = [ln for ln in lines if not ln.startswith(("std::exception", "Thrown at"))]
@@ -108,12 +108,12 @@ def map_tasks(opensim, marker_map: OpenSimMarkerMap, model):
     return tasks
 
 
-def _shared_markers(opensim, model, markers: Path) -> tuple[tuple[str, ...], float, float]:
+def shared_markers(opensim, model, markers: Path) -> tuple[tuple[str, ...], float, float]:
     """Marker names in both the model and the ``.trc``, and the file's first and last times."""
     try:
         table = opensim.TimeSeriesTableVec3(str(markers))
     except RuntimeError as exc:
-        raise FormatError(f"{markers}: not a marker file ({_opensim_message(str(exc))})") from None
+        raise FormatError(f"{markers}: not a marker file ({opensim_message(str(exc))})") from None
     in_model = model.getMarkerSet()
     shared = tuple(n for n in table.getColumnLabels() if in_model.contains(n))
     if len(shared) < MIN_MARKERS:
@@ -130,14 +130,14 @@ def _configure(opensim, model, markers: Path, setup, marker_map):
     used and the file's time span."""
     if marker_map is not None:
         add_missing_markers(opensim, model, marker_map)
-    shared, first, last = _shared_markers(opensim, model, markers)
+    shared, first, last = shared_markers(opensim, model, markers)
     if setup is not None:
         if not Path(setup).is_file():
             raise FormatError(f"{setup}: no such OpenSim setup file")
         try:
             tool = opensim.InverseKinematicsTool(str(setup))
         except RuntimeError as exc:
-            raise FormatError(f"{setup}: not an IK setup ({_opensim_message(str(exc))})") from None
+            raise FormatError(f"{setup}: not an IK setup ({opensim_message(str(exc))})") from None
     else:
         tool = opensim.InverseKinematicsTool()
         tool.setName("rbmcap")
@@ -202,7 +202,7 @@ def run_inverse_kinematics(
 
 
 @contextlib.contextmanager
-def _stdout_silenced() -> Iterator[None]:
+def stdout_silenced() -> Iterator[None]:
     """Send file descriptor 1 to /dev/null: OpenSim prints a model summary there directly."""
     sys.stdout.flush()
     saved = os.dup(1)
@@ -217,10 +217,10 @@ def _stdout_silenced() -> Iterator[None]:
 
 def _run(tool) -> None:
     try:
-        with _stdout_silenced():
+        with stdout_silenced():
             ok = tool.run()
     except RuntimeError as exc:
-        why = _opensim_message(str(exc))
+        why = opensim_message(str(exc))
         raise DataError(f"OpenSim inverse kinematics failed: {why}") from None
     if not ok:
         raise DataError("OpenSim inverse kinematics failed (the tool reported no success)")

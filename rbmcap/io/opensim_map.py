@@ -34,14 +34,26 @@ class OpenSimMarker:
 
 
 @dataclass(frozen=True)
+class OpenSimMeasurement:
+    """One scaling measurement: its ``name``, the marker ``pairs`` whose distances it compares
+    and the ``bodies`` it scales (:mod:`rbmcap.io.opensim_scale`)."""
+
+    name: str
+    pairs: tuple[tuple[str, str], ...]
+    bodies: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class OpenSimMarkerMap:
-    """A map's ``name``, its ``marker_set`` name, its ``markers`` in file order, and the
-    ``coordinates`` (name → weight) held at their default values."""
+    """A map's ``name``, its ``marker_set`` name, its ``markers`` in file order, the
+    ``coordinates`` (name → weight) held at their default values, and its scaling
+    ``measurements`` (none: the map cannot scale a model)."""
 
     name: str
     marker_set: str
     markers: tuple[OpenSimMarker, ...]
     coordinates: Mapping[str, float]
+    measurements: tuple[OpenSimMeasurement, ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -64,11 +76,38 @@ def load_marker_map(spec: str | Path | OpenSimMarkerMap = DEFAULT_MAP) -> OpenSi
     coords = data.get("coordinates") or {}
     if not isinstance(coords, Mapping):
         raise ConfigError(f"{where}: 'coordinates' must map coordinate names to weights")
+    scale = data.get("scale") or {}
+    if not isinstance(scale, Mapping):
+        raise ConfigError(f"{where}: 'scale' must map measurement names to pairs and bodies")
+    names = {m.name for m in markers}
     return OpenSimMarkerMap(
         name=str(data.get("name", Path(str(spec)).stem)),
         marker_set=str(data["marker_set"]),
         markers=markers,
         coordinates={str(k): _weight(v, f"{where}: coordinate {k}") for k, v in coords.items()},
+        measurements=tuple(_measurement(str(k), v, names, where) for k, v in scale.items()),
+    )
+
+
+def _measurement(name: str, entry: Any, markers: set[str], where: str) -> OpenSimMeasurement:
+    where = f"{where}: scale {name}"
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"{where}: expected a mapping with pairs and bodies")
+    pairs = entry.get("pairs")
+    if not isinstance(pairs, list) or not pairs:
+        raise ConfigError(f"{where}: 'pairs' must list pairs of the map's markers")
+    for pair in pairs:
+        if not (isinstance(pair, list) and len(pair) == 2 and set(map(str, pair)) <= markers):
+            raise ConfigError(f"{where}: pair {pair!r} is not two of the map's markers")
+    bodies = entry.get("bodies")
+    if isinstance(bodies, str):
+        bodies = [bodies]
+    if not bodies or not all(isinstance(b, str) for b in bodies):
+        raise ConfigError(f"{where}: 'bodies' must list the model's bodies it scales")
+    return OpenSimMeasurement(
+        name=name,
+        pairs=tuple((str(a), str(b)) for a, b in pairs),
+        bodies=tuple(bodies),
     )
 
 

@@ -244,19 +244,7 @@ class BodyModel(torch.nn.Module):
         """
         sub = self._sparse(vertex_ids)
         rot = self._model_rotmats(poses)
-        betas = self._betas(betas, rot.shape[:-3])
-        rest = self._model_rest_joints(betas)
-        grot, gpos = forward_kinematics(rot, rest, self.model_parents)
-        # Skinning transform of joint j maps a rest point x to grot_j (x - rest_j) + gpos_j.
-        shift = gpos - (grot @ rest[..., None])[..., 0]
-        eye = torch.eye(3, dtype=rot.dtype, device=rot.device)
-        pose_feature = (rot[..., 1:, :, :] - eye).flatten(-3)[..., sub.pose_columns]
-        v = sub.template + torch.einsum("kcb,...b->...kc", sub.shapedirs, betas)
-        v = v + torch.einsum("kcp,...p->...kc", sub.posedirs, pose_feature)
-        j = sub.joints  # only the joints that move these vertices
-        blend_rot = torch.einsum("kj,...jab->...kab", sub.weights, grot[..., j, :, :])
-        blend_shift = torch.einsum("kj,...ja->...ka", sub.weights, shift[..., j, :])
-        out = (blend_rot @ v[..., None])[..., 0] + blend_shift
+        out, _, _, gpos, _, _ = self._skin(sub, rot, self._betas(betas, rot.shape[:-3]))
         joints = gpos[..., self._joint_map, :]
         if trans is not None:
             t = self._tensor(trans)[..., None, :]
@@ -293,18 +281,10 @@ class BodyModel(torch.nn.Module):
         """
         sub = self._sparse(vertex_ids)
         rot = self._model_rotmats(poses)
-        betas = self._betas(betas, rot.shape[:-3])
-        rest = self._model_rest_joints(betas)
-        grot, gpos = forward_kinematics(rot, rest, self.model_parents)
-        shift = gpos - (grot @ rest[..., None])[..., 0]
-        eye = torch.eye(3, dtype=rot.dtype, device=rot.device)
-        pose_feature = (rot[..., 1:, :, :] - eye).flatten(-3)[..., sub.pose_columns]
-        v = sub.template + torch.einsum("kcb,...b->...kc", sub.shapedirs, betas)
-        v = v + torch.einsum("kcp,...p->...kc", sub.posedirs, pose_feature)
+        out, v, grot, gpos, shift, blend_rot = self._skin(
+            sub, rot, self._betas(betas, rot.shape[:-3])
+        )
         j = sub.joints
-        blend_rot = torch.einsum("kj,...jab->...kab", sub.weights, grot[..., j, :, :])
-        blend_shift = torch.einsum("kj,...ja->...ka", sub.weights, shift[..., j, :])
-        out = (blend_rot @ v[..., None])[..., 0] + blend_shift
         # the SMPL joints' subtrees: each joint's skinning transform of each vertex, summed
         # under each joint, about the joint's centre
         smpl = self._joint_map
@@ -330,6 +310,26 @@ class BodyModel(torch.nn.Module):
             t = self._tensor(trans)[..., None, :]
             out, joints = out + t, joints + t
         return out, tangents, joints, joint_tangents
+
+    def _skin(self, sub: _SparseSubset, rot: torch.Tensor, betas: torch.Tensor):
+        """Sparse skinning of ``sub``'s vertices at model rotations ``rot`` (..., Jm, 3, 3):
+        (posed vertices (..., K, 3) without translation, their rest positions with shape and
+        pose correctives v' (..., K, 3), the joints' global rotations (..., Jm, 3, 3) and
+        positions (..., Jm, 3), the skinning transforms' shifts (..., Jm, 3), the vertices'
+        blended rotations (..., K, 3, 3))."""
+        rest = self._model_rest_joints(betas)
+        grot, gpos = forward_kinematics(rot, rest, self.model_parents)
+        # Skinning transform of joint j maps a rest point x to grot_j (x - rest_j) + gpos_j.
+        shift = gpos - (grot @ rest[..., None])[..., 0]
+        eye = torch.eye(3, dtype=rot.dtype, device=rot.device)
+        pose_feature = (rot[..., 1:, :, :] - eye).flatten(-3)[..., sub.pose_columns]
+        v = sub.template + torch.einsum("kcb,...b->...kc", sub.shapedirs, betas)
+        v = v + torch.einsum("kcp,...p->...kc", sub.posedirs, pose_feature)
+        j = sub.joints  # only the joints that move these vertices
+        blend_rot = torch.einsum("kj,...jab->...kab", sub.weights, grot[..., j, :, :])
+        blend_shift = torch.einsum("kj,...ja->...ka", sub.weights, shift[..., j, :])
+        out = (blend_rot @ v[..., None])[..., 0] + blend_shift
+        return out, v, grot, gpos, shift, blend_rot
 
     def _smpl_below(self, like: torch.Tensor) -> torch.Tensor:
         """(24, 24) 1 where SMPL joint k (column) is joint j (row) or under it in the model's

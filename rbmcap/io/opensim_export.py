@@ -29,7 +29,9 @@ import torch
 from rbmcap.body import load_body_model
 from rbmcap.errors import DataError
 from rbmcap.io.opensim import Z_UP_TO_Y_UP, write_mot, write_trc, zup_to_yup
+from rbmcap.io.opensim_ik import run_inverse_kinematics  # imports OpenSim only when it runs
 from rbmcap.io.opensim_map import OpenSimMarkerMap, load_marker_map
+from rbmcap.io.opensim_scale import scale_model
 from rbmcap.markers.markerset import load_marker_set
 from rbmcap.motion.smpl_motion import read_motion
 from rbmcap.skeleton import SMPL_JOINT_NAMES
@@ -138,9 +140,6 @@ def export_opensim(
 
 
 def _scaled(model, static: Path, out: Path, marker_map, mass) -> dict[str, object]:
-    # optional extra: opensim
-    from rbmcap.io.opensim_scale import scale_model
-
     result = scale_model(
         model, static, out / FILES["scaled_model"], marker_map=marker_map, mass=mass
     )
@@ -153,9 +152,6 @@ def _scaled(model, static: Path, out: Path, marker_map, mass) -> dict[str, objec
 
 
 def _inverse_kinematics(model, markers: Path, out: Path, marker_map) -> dict[str, object]:
-    # optional extra: opensim (writing the .trc and .mot needs no OpenSim)
-    from rbmcap.io.opensim_ik import run_inverse_kinematics
-
     result = run_inverse_kinematics(model, markers, out / FILES["ik"], marker_map=marker_map)
     return {
         "ik": result.mot,

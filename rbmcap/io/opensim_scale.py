@@ -83,14 +83,7 @@ def scale_model(
     generic = load_model(opensim, model)
     add_missing_markers(opensim, generic, marker_map)
     shared, first, last = shared_markers(opensim, generic, static)
-    for measurement in marker_map.measurements:
-        for pair in measurement.pairs:
-            missing = [m for m in pair if m not in shared]
-            if missing:
-                raise DataError(
-                    f"{static}: scaling measurement {measurement.name!r} needs marker "
-                    f"{missing[0]}, which the trial or the model lacks"
-                )
+    _check_measured(marker_map, shared, static)
     bodies = generic.getBodySet()
     generic_mass = sum(bodies.get(i).getMass() for i in range(bodies.getSize()))
     mass = generic_mass if mass is None else float(mass)
@@ -123,6 +116,18 @@ def scale_model(
         )
         os.replace(folder / "scaled.osim", out)
     return ScaleResult(out, factors, mass, fit.marker_rms_m, fit.marker_max_m, shared)
+
+
+def _check_measured(marker_map, shared: tuple[str, ...], static: Path) -> None:
+    """Raise DataError (one line) when a measurement's marker is not in ``shared``."""
+    for measurement in marker_map.measurements:
+        for pair in measurement.pairs:
+            missing = [m for m in pair if m not in shared]
+            if missing:
+                raise DataError(
+                    f"{static}: scaling measurement {measurement.name!r} needs marker "
+                    f"{missing[0]}, which the trial or the model lacks"
+                )
 
 
 def _setup_xml(marker_map, span, mass: float, generic) -> str:

@@ -130,11 +130,43 @@ tr.failed td {{ background: #fde8e8; }}
 <th>sagittal angles RMS vs the capture's (°)</th></tr>
 {"".join(rows)}
 </table>
-<h2>Gait cycles</h2>
+{_opensim_table(result)}<h2>Gait cycles</h2>
 {"".join(figures) or "<p>No walk processed.</p>"}
 </body></html>
 """
     return write_text_atomic(out / REPORT, page)
+
+
+OPENSIM_BODIES = ("pelvis", "femur_r", "femur_l", "tibia_r", "tibia_l", "calcn_r", "torso")
+"""The scale factors the report shows (the model's; Gait 2392's names)."""
+
+
+def _opensim_table(result) -> str:
+    """Per trial with an OpenSim export: the static's and the trial's marker errors on the
+    scaled model and the bodies' scale factors (their mean over x, y, z)."""
+    rows = []
+    for t in result.trials:
+        o = t.summary.get("opensim") if t.status == "done" else None
+        if not o:
+            continue
+        factors = o.get("scale_factors", {})
+        cells = "".join(
+            f"<td>{np.mean(factors[b]):.3f}</td>" if b in factors else "<td>–</td>"
+            for b in OPENSIM_BODIES
+        )
+        rows.append(
+            f"<tr><td class='name'>{html.escape(t.name)}</td><td>{o['mass_kg']:.1f}</td>"
+            f"<td>{o['static_marker_rms_mm']:.1f}</td><td>{o['marker_rms_mm']:.1f}</td>"
+            f"<td>{o['marker_max_mm']:.1f}</td>{cells}</tr>"
+        )
+    if not rows:
+        return ""
+    heads = "".join(f"<th>{b}</th>" for b in OPENSIM_BODIES)
+    return (
+        "<h2>OpenSim, scaled to each subject's static</h2>\n<table>\n<tr><th>trial</th>"
+        "<th>mass (kg)</th><th>static marker RMS (mm)</th><th>IK marker RMS (mm)</th>"
+        f"<th>IK marker max (mm)</th>{heads}</tr>\n" + "\n".join(rows) + "\n</table>\n"
+    )
 
 
 def _row(t, out: Path) -> str:

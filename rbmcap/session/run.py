@@ -3,8 +3,9 @@ when what it is made from changed.
 
 Per subject: every trial imported (``trials/<trial>/capture.npz``), the subject calibrated on its
 static and the trials its spec names (``subjects/<subject>/calib.yaml``), then per dynamic trial
-the motion by the session's method (``motion.npz`` and the exports asked for), its clinical
-angles and gait events (``angles.csv``, ``angles.events.csv``) and what the report shows
+the motion by the session's method (``motion.npz`` and the exports asked for; with ``opensim``,
+the OpenSim model scaled to the subject's static and inverse kinematics on it, ``opensim/``), its
+clinical angles and gait events (``angles.csv``, ``angles.events.csv``) and what the report shows
 (``summary.json``: what the capture lost, how well the answer fits the plates, and where the
 capture carries its own joint centres or angles the comparison with them).
 
@@ -43,6 +44,7 @@ from rbmcap.inference.solve_capture import infer_capture
 from rbmcap.io.capture import Capture
 from rbmcap.io.export import export_motion
 from rbmcap.io.importer import ImportOptions, import_file
+from rbmcap.io.opensim_export import export_opensim
 from rbmcap.markers.synth import Synthesizer
 from rbmcap.motion.smpl_motion import read_motion
 from rbmcap.session.spec import SessionSpec
@@ -266,6 +268,8 @@ class SessionRun:
             ):
                 trial.redone.append(kind)
             trial.outputs[kind] = path
+        if self.spec.opensim:
+            self._opensim(trial, motion_path, calib_path)
         angles = folder / "angles.csv"
         if cached(
             angles, step_key("angles", {}, [motion_path]), lambda p: write_angles(motion_path, p)
@@ -283,6 +287,41 @@ class SessionRun:
             trial.redone.append("summary")
         trial.outputs["summary"] = summary
         trial.summary = json.loads(summary.read_text())
+        if self.spec.opensim:
+            trial.summary["opensim"] = json.loads(trial.outputs["opensim"].read_text())
+
+    def _opensim(self, trial: TrialResult, motion_path: Path, calib_path: Path) -> None:
+        """The subject's static inferred (once per subject), the OpenSim model scaled to it and
+        inverse kinematics of the trial on the scaled model (``opensim/``; its figures in
+        ``opensim/opensim.json``)."""
+        subject = next(s for s in self.spec.subjects if s.name == trial.subject)
+        static_capture = self._dir_of(subject.static) / "capture.npz"
+        static = self.out / "subjects" / subject.name / "static_motion.npz"
+        settings = {"model": self.spec.model, "method": self.spec.method}
+        key = step_key("infer", settings, [static_capture, calib_path])
+        if cached(static, key, lambda p: self._infer(static_capture, calib_path, p)):
+            trial.redone.append("static motion")
+        opensim = self.spec.opensim
+        out = self._dir(trial) / "opensim" / "opensim.json"
+        inputs = [motion_path, static, Path(opensim["model"])]
+        settings = {"mass": opensim["mass"], "map": opensim["map"]}
+
+        def make(path: Path) -> None:
+            written = export_opensim(
+                read_motion(motion_path),
+                checkpoint_body(self._body_id(), None),
+                path.parent,
+                model=opensim["model"],
+                marker_map=opensim["map"],
+                static=read_motion(static),
+                mass=opensim["mass"],
+            )
+            figures = {k: v for k, v in written.items() if not isinstance(v, Path)}
+            write_text_atomic(path, json.dumps(figures, indent=1) + "\n")
+
+        if cached(out, step_key("opensim", settings, inputs), make):
+            trial.redone.append("opensim")
+        trial.outputs["opensim"] = out
 
     def _infer(self, capture_path: Path, calib_path: Path, out: Path) -> None:
         if self._predictor is None:

@@ -8,6 +8,8 @@ A session is a folder of trials (C3D, Vicon or OptiTrack CSV exports, or rbmcap 
     model: standin-rbm14         # the network (default)
     method: refine               # rbmcap infer's method (default refine)
     exports: [bvh]               # besides the motion .npz: bvh, glb
+    opensim: {model: gait2392.osim, mass: 72.0}   # optional: the model scaled to each subject's
+                                 # static (mass kg optional; map: the OpenSim marker map), IK
     cluster: {kind: slurm, jobs: 8, queue: short, memory: 8GB}   # optional: dask-jobqueue
     subjects:                    # optional: who is in which trial
       A:
@@ -35,7 +37,8 @@ SESSION_FILE = "session.yaml"
 TRIAL_SUFFIXES = (".c3d", ".csv", ".npz")
 STATIC_NAME = re.compile(r"static|cal", re.IGNORECASE)
 EXPORTS = ("bvh", "glb")
-KEYS = ("markers", "plates", "model", "method", "exports", "cluster", "subjects")
+KEYS = ("markers", "plates", "model", "method", "exports", "opensim", "cluster", "subjects")
+OPENSIM_KEYS = ("model", "mass", "map")
 SUBJECT_KEYS = ("static", "trials", "calibrate")
 
 
@@ -61,6 +64,7 @@ class SessionSpec:
     model: str = "standin-rbm14"
     method: str = "refine"
     exports: tuple[str, ...] = ()
+    opensim: dict | None = None
     cluster: dict | None = None
     settings: dict = field(default_factory=dict)
 
@@ -109,6 +113,7 @@ def load_session(folder: str | Path, **overrides) -> SessionSpec:
         raise ConfigError(
             f"{path}: exports: expected a list of {', '.join(EXPORTS)}, got {exports!r}"
         )
+    opensim = _opensim(data.get("opensim"), folder, path)
     cluster = data.get("cluster")
     if cluster is not None and not isinstance(cluster, dict):
         raise ConfigError(f"{path}: cluster: expected a mapping (kind: slurm, jobs: 8, ...)")
@@ -122,10 +127,30 @@ def load_session(folder: str | Path, **overrides) -> SessionSpec:
         folder=folder,
         subjects=subjects,
         exports=tuple(exports),
+        opensim=opensim,
         cluster=cluster,
         settings={"session_file": str(path) if path.is_file() else None},
         **values,
     )
+
+
+def _opensim(value, folder: Path, path: Path) -> dict | None:
+    """The ``opensim`` entry: the model (a path, from the session folder), the mass and map."""
+    if value is None:
+        return None
+    expected = "a mapping with model (an .osim), optional mass (kg) and map"
+    if not isinstance(value, dict) or "model" not in value:
+        raise ConfigError(f"{path}: opensim: expected {expected}")
+    unknown = [k for k in value if k not in OPENSIM_KEYS]
+    if unknown:
+        raise ConfigError(f"{path}: opensim: unknown key {unknown[0]!r}; expected {expected}")
+    model = folder / str(value["model"])
+    if not model.is_file():
+        raise ConfigError(f"{path}: opensim.model: no such file {model}")
+    mass = value.get("mass")
+    if mass is not None and (isinstance(mass, bool) or not isinstance(mass, (int, float))):
+        raise ConfigError(f"{path}: opensim.mass: expected kilograms, got {mass!r}")
+    return {"model": str(model.resolve()), "mass": mass, "map": str(value.get("map", "gait2392"))}
 
 
 def _default_subject(files: list[str]) -> SubjectSpec:

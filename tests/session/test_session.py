@@ -167,6 +167,16 @@ def test_the_session_file_is_checked_before_anything_runs(tmp_path):
     (folder / "session.yaml").write_text("methd: refine\n")
     with pytest.raises(ConfigError, match=r"session.yaml: unknown key 'methd'"):
         load_session(folder)
+    (folder / "session.yaml").write_text("opensim: {model: gait.osim}\n")
+    with pytest.raises(ConfigError, match=r"session.yaml: opensim.model: no such file"):
+        load_session(folder)
+    (folder / "gait.osim").write_text("<OpenSimDocument/>")
+    (folder / "session.yaml").write_text("opensim: {model: gait.osim, mass: heavy}\n")
+    with pytest.raises(ConfigError, match=r"session.yaml: opensim.mass: expected kilograms"):
+        load_session(folder)
+    (folder / "session.yaml").write_text("opensim: {model: gait.osim, mass: 71.5}\n")
+    spec = load_session(folder)
+    assert spec.opensim["mass"] == 71.5 and spec.opensim["model"] == str(folder / "gait.osim")
     with pytest.raises(ConfigError, match="not a folder"):
         load_session(folder / "nowhere")
 

@@ -94,6 +94,8 @@ def scale_model(
         folder = Path(tmp)
         generic.printToXML(str(folder / "generic.osim"))
         shutil.copyfile(static, folder / "static.trc")  # the tool reads files beside its setup
+        if last <= first:  # one frame: the tool needs a time range, so the frame twice
+            last = _one_more_frame(opensim, folder / "static.trc")
         setup = folder / "setup_scale.xml"
         setup.write_text(_setup_xml(marker_map, (first, last), mass, generic), "utf-8")
         try:
@@ -116,6 +118,20 @@ def scale_model(
         )
         os.replace(folder / "scaled.osim", out)
     return ScaleResult(out, factors, mass, fit.marker_rms_m, fit.marker_max_m, shared)
+
+
+def _one_more_frame(opensim, path: Path) -> float:
+    """Append a copy of the ``.trc``'s only frame one frame period later; its new end time."""
+    table = opensim.TimeSeriesTableVec3(str(path))
+    rate = float(table.getTableMetaDataAsString("DataRate"))
+    end = table.getIndependentColumn()[0] + 1.0 / rate
+    first = table.getRowAtIndex(0)  # a view into the table: copied before the table grows
+    row = opensim.RowVectorVec3(first.ncol())
+    for i in range(first.ncol()):
+        row[i] = opensim.Vec3(first[i][0], first[i][1], first[i][2])
+    table.appendRow(end, row)
+    opensim.TRCFileAdapter().write(table, str(path))
+    return end
 
 
 def _check_measured(marker_map, shared: tuple[str, ...], static: Path) -> None:

@@ -34,8 +34,8 @@ def generic():
     return GENERIC
 
 
-def scaled_static(generic, path, factor=FACTOR, names=None):
-    """A static trial (.trc, 4 frames) of the map's markers on the generic model scaled by
+def scaled_static(generic, path, factor=FACTOR, names=None, frames=4):
+    """A static trial (.trc, ``frames`` frames) of the map's markers on the generic model scaled by
     ``factor`` on every body with OpenSim's own ``Model.scale`` (markers at the map's generic
     places, default pose): the truth the runner must recover."""
     from rbmcap.io.opensim_ik import add_missing_markers
@@ -56,7 +56,7 @@ def scaled_static(generic, path, factor=FACTOR, names=None):
     names = names or marker_map.names
     markers = model.getMarkerSet()
     at = np.array([markers.get(n).getLocationInGround(state).to_numpy() for n in names])
-    return write_trc(path, names, np.repeat(at[None], 4, axis=0), 100.0)
+    return write_trc(path, names, np.repeat(at[None], frames, axis=0), 100.0)
 
 
 def read_trc_positions(path):
@@ -68,8 +68,9 @@ def read_trc_positions(path):
     return names, np.array([[row[i][k] for k in range(3)] for i in range(len(names))]) * scale
 
 
-def test_a_known_scale_comes_back_on_every_body_with_the_markers_placed(generic, tmp_path):
-    static = scaled_static(generic, tmp_path / "static.trc")
+@pytest.mark.parametrize("frames", [4, 1])  # one frame: the tool needs a time span
+def test_a_known_scale_comes_back_on_every_body_with_the_markers_placed(generic, tmp_path, frames):
+    static = scaled_static(generic, tmp_path / "static.trc", frames=frames)
     result = scale_model(generic, static, tmp_path / "subject.osim")
     measured = {b for m in load_marker_map().measurements for b in m.bodies}
     assert measured <= set(result.factors)

@@ -36,9 +36,21 @@ test: $(STAMP)
 # ACCEPTANCE_OUT/fuzz.json. CI runs the same tests at their short lengths.
 ACCEPTANCE_OUT ?= outputs/acceptance
 
-acceptance: $(STAMP)
+# The FBX read-back (tests/io/test_fbx.py) needs Blender's bpy, whose wheel pins numpy<2, and the
+# ufbx reader: an environment of their own (about 1 GB), pinned, made once; not in CI, whose 20
+# minutes are spent.
+BLENDER_VENV := .venv-blender
+BLENDER_STAMP := $(BLENDER_VENV)/.installed
+
+$(BLENDER_STAMP):
+	test -x $(BLENDER_VENV)/bin/python || $(PYTHON) -m venv $(BLENDER_VENV)
+	$(BLENDER_VENV)/bin/pip install --quiet bpy==5.0.1 numpy==1.26.4 ufbx==0.0.5
+	touch $(BLENDER_STAMP)
+
+acceptance: $(STAMP) $(BLENDER_STAMP)
 	mkdir -p $(ACCEPTANCE_OUT)
 	RBMCAP_ACCEPTANCE=1 HYPOTHESIS_PROFILE=ci RBMCAP_FUZZ_REPORT=$(ACCEPTANCE_OUT)/fuzz.json \
+		RBMCAP_BLENDER=$(abspath $(BLENDER_VENV))/bin/python \
 		$(PY) -m pytest -q -s -p no:cacheprovider -m acceptance
 
 lint: $(STAMP)
@@ -50,4 +62,4 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix rbmcap tests train.py data_prep
 
 clean:
-	rm -rf $(VENV) outputs .pytest_cache
+	rm -rf $(VENV) $(BLENDER_VENV) outputs .pytest_cache

@@ -1,4 +1,7 @@
-"""``rbmcap export opensim MOTION.npz --out DIR [--model gait.osim [--static STATIC.npz]
+"""``rbmcap export fbx MOTION.npz --out FILE.fbx [--blender PATH] [--body BODY] [--json]``: the
+skinned body and motion as FBX through Blender (:mod:`rbmcap.io.fbx`).
+
+``rbmcap export opensim MOTION.npz --out DIR [--model gait.osim [--static STATIC.npz]
 [--mass KG]] [--map gait2392] [--body BODY] [--json]``: a motion as OpenSim files, IK on a model
 as it is or scaled to the subject (:mod:`rbmcap.io.opensim_export`)."""
 
@@ -41,6 +44,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     o.add_argument("--json", action="store_true", help="print one JSON object")
     o.set_defaults(func=_export_opensim)
+    f = actions.add_parser(
+        "fbx",
+        help="the skinned body and its motion as FBX (through Blender)",
+        description="Write the motion as an FBX file: the armature of the 24 SMPL joints, the "
+        "body's mesh at the motion's shape with its skin weights, a key a frame; Y up, "
+        "centimetres, the upright T pose as the bind pose. Blender writes it: --blender names "
+        "a blender executable or a Python with the bpy wheel (default $RBMCAP_BLENDER, then "
+        "blender on PATH).",
+    )
+    f.add_argument("motion", help="motion .npz (what `rbmcap infer` writes)")
+    f.add_argument("--out", required=True, help="the .fbx to write")
+    f.add_argument("--blender", default=None, help="blender, or a Python that imports bpy")
+    f.add_argument(
+        "--body", default=None, help="body model (default: the stand-in of the motion's gender)"
+    )
+    f.add_argument("--json", action="store_true", help="print one JSON object")
+    f.set_defaults(func=_export_fbx)
 
 
 def _export_opensim(args: argparse.Namespace) -> int:
@@ -53,5 +73,16 @@ def _export_opensim(args: argparse.Namespace) -> int:
     print_mapping(
         {k: v if isinstance(v, (int, float, dict)) else str(v) for k, v in written.items()},
         args.json,
+    )
+    return 0
+
+
+def _export_fbx(args: argparse.Namespace) -> int:
+    # start-up: the library loads torch, only when the command runs (not for --help)
+    from rbmcap.io.fbx import write_motion_fbx_file
+
+    written = write_motion_fbx_file(args.motion, args.out, blender=args.blender, body=args.body)
+    print_mapping(
+        {k: v if isinstance(v, (int, float)) else str(v) for k, v in written.items()}, args.json
     )
     return 0

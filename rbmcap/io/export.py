@@ -14,10 +14,11 @@ import numpy as np
 from rbmcap.atomic import atomic_path
 from rbmcap.errors import ConfigError
 from rbmcap.io.bvh_export import write_motion_bvh
+from rbmcap.io.fbx import write_motion_fbx
 from rbmcap.io.gltf import write_motion_glb
 from rbmcap.io.meshes import write_ply_frames
 
-SUFFIXES = {"npz": ".npz", "bvh": ".bvh", "glb": ".glb"}
+SUFFIXES = {"npz": ".npz", "bvh": ".bvh", "glb": ".glb", "fbx": ".fbx"}
 
 
 def _check_names(paths: dict[str, Path | None]) -> None:
@@ -35,7 +36,15 @@ def write_motion_npz(path: str | Path, motion) -> Path:
 
 
 def export_motion(
-    motion, body, *, npz=None, bvh=None, glb=None, ply_dir=None, ply_every: int | None = None
+    motion,
+    body,
+    *,
+    npz=None,
+    bvh=None,
+    glb=None,
+    fbx=None,
+    ply_dir=None,
+    ply_every: int | None = None,
 ) -> dict[str, object]:
     """Write ``motion`` (an :class:`~rbmcap.motion.smpl_motion.SMPLMotion`) to the given paths.
 
@@ -46,15 +55,17 @@ def export_motion(
         npz: AMASS-style ``.npz`` (:meth:`SMPLMotion.save`, what ``rbmcap motion info`` reads).
         bvh: BVH on the SMPL skeleton, Y up, centimetres (:mod:`rbmcap.io.bvh_export`).
         glb: animated skinned binary glTF, Y up, metres (:mod:`rbmcap.io.gltf`).
+        fbx: the skinned body and motion as FBX, Y up, centimetres, written by Blender
+            (:mod:`rbmcap.io.fbx`: ``$RBMCAP_BLENDER`` or ``blender`` on PATH).
         ply_dir, ply_every: one ``.ply`` per ``ply_every``-th frame into ``ply_dir`` (Z up,
             metres; :mod:`rbmcap.io.meshes`).
 
     Returns:
-        ``{"npz": path, "bvh": path, "glb": path, "ply": [paths]}`` for what was written.
+        ``{"npz": path, "bvh": path, "glb": path, "fbx": path, "ply": [paths]}`` for what was
+        written.
     """
-    paths = {
-        k: Path(v) if v is not None else None for k, v in (("npz", npz), ("bvh", bvh), ("glb", glb))
-    }
+    named = (("npz", npz), ("bvh", bvh), ("glb", glb), ("fbx", fbx))
+    paths = {k: Path(v) if v is not None else None for k, v in named}
     _check_names(paths)
     if (ply_dir is None) != (ply_every is None):
         raise ConfigError("PLY meshes need both a folder and a frame step (ply_every)")
@@ -62,6 +73,7 @@ def export_motion(
         "npz": lambda p: write_motion_npz(p, motion),
         "bvh": lambda p: write_motion_bvh(p, motion, body),
         "glb": lambda p: write_motion_glb(p, motion, body),
+        "fbx": lambda p: write_motion_fbx(p, motion, body),
     }
     written: dict[str, object] = {}
     try:

@@ -98,15 +98,7 @@ def scale_model(
             last = _one_more_frame(opensim, folder / "static.trc")
         setup = folder / "setup_scale.xml"
         setup.write_text(_setup_xml(marker_map, (first, last), mass, generic), "utf-8")
-        try:
-            tool = opensim.ScaleTool(str(setup))
-            with stdout_silenced():
-                ok = tool.run()
-        except RuntimeError as exc:
-            why = opensim_message(str(exc))
-            raise DataError(f"OpenSim scaling failed: {why}") from None
-        if not ok or not (folder / "scaled.osim").is_file():
-            raise DataError("OpenSim scaling failed (the tool reported no success)")
+        _run_tool(opensim, setup)
         factors = {
             body: values
             for body, values in _scale_factors(folder / "scale_factors.xml").items()
@@ -118,6 +110,18 @@ def scale_model(
         )
         os.replace(folder / "scaled.osim", out)
     return ScaleResult(out, factors, mass, fit.marker_rms_m, fit.marker_max_m, shared)
+
+
+def _run_tool(opensim, setup: Path) -> None:
+    """Run the ScaleTool of ``setup``; DataError (one line) when it fails or writes no model."""
+    try:
+        tool = opensim.ScaleTool(str(setup))
+        with stdout_silenced():
+            ok = tool.run()
+    except RuntimeError as exc:
+        raise DataError(f"OpenSim scaling failed: {opensim_message(str(exc))}") from None
+    if not ok or not (setup.parent / "scaled.osim").is_file():
+        raise DataError("OpenSim scaling failed (the tool reported no success)")
 
 
 def _one_more_frame(opensim, path: Path) -> float:

@@ -7,7 +7,7 @@ A session is a folder of trials (C3D, Vicon or OptiTrack CSV exports, or rbmcap 
     plates: plug-in-gait         # plate definitions to read plates from points (optional)
     model: standin-rbm14         # the network (default)
     method: refine               # rbmcap infer's method (default refine)
-    exports: [bvh]               # besides the motion .npz: bvh, glb
+    exports: [bvh]               # besides the motion .npz: bvh, glb, fbx (needs Blender)
     opensim: {model: gait2392.osim, mass: 72.0}   # optional: the model scaled to each subject's
                                  # static (mass kg optional; map: the OpenSim marker map), IK
     cluster: {kind: slurm, jobs: 8, queue: short, memory: 8GB}   # optional: dask-jobqueue
@@ -36,7 +36,7 @@ from rbmcap.markers.markerset import DEFAULT_MARKERS
 SESSION_FILE = "session.yaml"
 TRIAL_SUFFIXES = (".c3d", ".csv", ".npz")
 STATIC_NAME = re.compile(r"static|cal", re.IGNORECASE)
-EXPORTS = ("bvh", "glb")
+EXPORTS = ("bvh", "glb", "fbx")
 KEYS = ("markers", "plates", "model", "method", "exports", "opensim", "cluster", "subjects")
 OPENSIM_KEYS = ("model", "mass", "map")
 SUBJECT_KEYS = ("static", "trials", "calibrate")

@@ -1,9 +1,9 @@
 """``rbmcap export fbx MOTION.npz --out FILE.fbx [--blender PATH] [--body BODY] [--json]``: the
-skinned body and motion as FBX through Blender (:mod:`rbmcap.io.fbx`).
+skinned body and motion as FBX through Blender (:mod:`rbmcap.io.exports.fbx`).
 
 ``rbmcap export opensim MOTION.npz --out DIR [--model gait.osim [--static STATIC.npz]
 [--mass KG]] [--map gait2392] [--body BODY] [--json]``: a motion as OpenSim files, IK on a model
-as it is or scaled to the subject (:mod:`rbmcap.io.opensim_export`)."""
+as it is or scaled to the subject (:mod:`rbmcap.io.opensim.export`)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _export_opensim(args: argparse.Namespace) -> int:
     # start-up: the library loads torch, only when the command runs (not for --help)
-    from rbmcap.io.opensim_export import export_opensim_file
+    from rbmcap.io.opensim.export import export_opensim_file
 
     written = export_opensim_file(
         args.motion, args.out, args.model, args.map, args.body, args.static, args.mass
@@ -79,7 +79,7 @@ def _export_opensim(args: argparse.Namespace) -> int:
 
 def _export_fbx(args: argparse.Namespace) -> int:
     # start-up: the library loads torch, only when the command runs (not for --help)
-    from rbmcap.io.fbx import write_motion_fbx_file
+    from rbmcap.io.exports.fbx import write_motion_fbx_file
 
     written = write_motion_fbx_file(args.motion, args.out, blender=args.blender, body=args.body)
     print_mapping(

@@ -83,7 +83,7 @@ def _infer(args: argparse.Namespace) -> int:
     from rbmcap.inference.capture import checkpoint_body  # (see above)
     from rbmcap.inference.solve_capture import infer_capture  # (see above)
     from rbmcap.io.capture import Capture  # (see above)
-    from rbmcap.io.export import export_motion  # (see above)
+    from rbmcap.io.exports.motion import export_motion  # (see above)
 
     capture = Capture.load(args.capture)
     predictor = None if args.ckpt is None else Predictor.from_checkpoint(args.ckpt)
@@ -118,7 +118,7 @@ def _infer(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace, motion, body, export_motion) -> dict:
     """Write the motion to ``--out`` and the exports asked for (``export_motion``:
-    :func:`rbmcap.io.export.export_motion`); returns what was written."""
+    :func:`rbmcap.io.exports.motion.export_motion`); returns what was written."""
     ply_dir = args.ply_dir
     if args.ply_every is not None and ply_dir is None:
         ply_dir = Path(args.out).with_name(f"{Path(args.out).stem}_ply")

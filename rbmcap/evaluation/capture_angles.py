@@ -23,10 +23,10 @@ from rbmcap.calibrate import Calibration
 from rbmcap.calibrate.functional import axis_landmarks
 from rbmcap.errors import DataError
 from rbmcap.evaluation.gait_cycles import plot_gait_cycles
-from rbmcap.io.angles_csv import write_angles_and_events
-from rbmcap.io.c3d_angles import read_c3d_angles
-from rbmcap.io.gait_events import read_c3d_events
-from rbmcap.io.static_landmarks import read_static_landmarks
+from rbmcap.io.gait.angles_csv import write_angles_and_events
+from rbmcap.io.gait.c3d_angles import read_c3d_angles
+from rbmcap.io.gait.events import read_c3d_events
+from rbmcap.io.gait.static_landmarks import read_static_landmarks
 from rbmcap.motion.smpl_motion import read_motion
 
 COMPARED = (
@@ -197,7 +197,7 @@ def evaluate_capture_angles(
     ``body`` (a body model or its name; default the stand-in of the motion's gender);
     draw the gait cycles to ``png`` when given. Frames from the subject's ``landmarks``, or
     those read from the ``static`` capture and its ``static_motion`` (files,
-    :func:`rbmcap.io.static_landmarks.read_static_landmarks`), instead of the body's; with
+    :func:`rbmcap.io.gait.static_landmarks.read_static_landmarks`), instead of the body's; with
     both, ``landmarks`` add to the static's; ``calib``: a calibration file whose joint axes,
     measured from the plates' motion, give the limb segments' flexion axes
     (:func:`calibration_landmarks`)."""
@@ -258,7 +258,7 @@ def write_angles(
     static_motion=None,
     calib=None,
 ) -> dict:
-    """``rbmcap angles``: :func:`rbmcap.io.angles_csv.write_angles_and_events`, with the limb
+    """``rbmcap angles``: :func:`rbmcap.io.gait.angles_csv.write_angles_and_events`, with the limb
     segments' flexion axes from a calibration file ``calib`` when given
     (:func:`calibration_landmarks`)."""
     landmarks = None

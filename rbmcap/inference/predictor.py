@@ -187,7 +187,7 @@ class Predictor:
         if not vertices:
             return motion
         # trimesh takes about a second to import: only when vertices are asked for.
-        from rbmcap.io.meshes import motion_vertices
+        from rbmcap.io.exports.meshes import motion_vertices
 
         body = body if body is not None else checkpoint_body(self.body_id)
         return motion, motion_vertices(motion, body)

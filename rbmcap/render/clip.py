@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rbmcap.io.meshes import iter_vertices
+from rbmcap.io.exports.meshes import iter_vertices
 from rbmcap.motion.skeleton_animation import frame_indices
 from rbmcap.render.comparison import Comparison
 from rbmcap.render.figure import ComparisonFigure

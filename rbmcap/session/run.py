@@ -42,9 +42,9 @@ from rbmcap.inference import Predictor
 from rbmcap.inference.capture import checkpoint_body
 from rbmcap.inference.solve_capture import infer_capture
 from rbmcap.io.capture import Capture
-from rbmcap.io.export import export_motion
+from rbmcap.io.exports.motion import export_motion
 from rbmcap.io.importer import ImportOptions, import_file
-from rbmcap.io.opensim_export import export_opensim
+from rbmcap.io.opensim.export import export_opensim
 from rbmcap.markers.synth import Synthesizer
 from rbmcap.motion.smpl_motion import read_motion
 from rbmcap.session.spec import SessionSpec

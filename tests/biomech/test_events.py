@@ -12,7 +12,7 @@ from helpers.shared import PIG
 from rbmcap.biomech.event_match import match_events
 from rbmcap.biomech.events import GaitEvent, detect_events_from_points, detect_gait_events
 from rbmcap.io.c3d import read_c3d
-from rbmcap.io.gait_events import read_c3d_events
+from rbmcap.io.gait.events import read_c3d_events
 from rbmcap.motion import SMPLMotion
 from rbmcap.motion.procedural import generate
 

@@ -9,8 +9,8 @@ import pytest
 from helpers.shared import SHARED_DATA
 
 from rbmcap.cli.main import main
-from rbmcap.io.opensim import read_mot
-from rbmcap.io.opensim_map import load_marker_map
+from rbmcap.io.opensim.files import read_mot
+from rbmcap.io.opensim.markers import load_marker_map
 from rbmcap.motion.smpl_motion import SMPLMotion
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 

@@ -8,7 +8,7 @@ from helpers.shared import PIG, require
 from helpers.writers_c3d import write_c3d
 
 from rbmcap.errors import DataError
-from rbmcap.io.c3d_angles import read_c3d_angles
+from rbmcap.io.gait.c3d_angles import read_c3d_angles
 
 
 def test_points_named_angles_are_read_in_degrees_and_gaps_are_nan(tmp_path):

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from rbmcap.errors import ConfigError
-from rbmcap.io.bvh_export import Z_UP_TO_Y_UP
-from rbmcap.io.export import export_motion
+from rbmcap.io.exports.bvh import Z_UP_TO_Y_UP
+from rbmcap.io.exports.motion import export_motion
 from rbmcap.motion.bvh import read_bvh
 from rbmcap.motion.smpl_motion import SMPLMotion
 

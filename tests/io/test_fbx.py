@@ -28,7 +28,7 @@ from rbmcap.errors import ConfigError
 from rbmcap.inference import Predictor
 from rbmcap.inference.solve_capture import infer_capture
 from rbmcap.io.capture import Capture
-from rbmcap.io.fbx import BLENDER_ENV, blender_command, write_motion_fbx
+from rbmcap.io.exports.fbx import BLENDER_ENV, blender_command, write_motion_fbx
 from rbmcap.io.importer import ImportOptions, import_file
 from rbmcap.motion.smpl_motion import SMPLMotion
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS

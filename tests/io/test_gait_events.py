@@ -11,7 +11,7 @@ from helpers.writers_c3d import write_c3d
 from rbmcap.biomech.event_match import match_events
 from rbmcap.biomech.events import GaitEvent
 from rbmcap.errors import FormatError
-from rbmcap.io.gait_events import read_c3d_events, write_events_csv
+from rbmcap.io.gait.events import read_c3d_events, write_events_csv
 
 WALK = PIG / "PiG_Motion-FlatFoot-One.c3d"
 

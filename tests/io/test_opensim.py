@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rbmcap.errors import DataError
-from rbmcap.io.opensim import read_mot, write_mot, write_trc, zup_to_yup
+from rbmcap.io.opensim.files import read_mot, write_mot, write_trc, zup_to_yup
 
 NAMES = ["R.ASIS", "L.ASIS", "V.Sacral"]
 
@@ -22,7 +22,7 @@ def positions():
 def _opensim():
     """OpenSim's API as rbmcap loads it (no opensim.log in the working folder), or a skip."""
     pytest.importorskip("opensim")
-    from rbmcap.io.opensim_api import load_opensim
+    from rbmcap.io.opensim.api import load_opensim
 
     return load_opensim()
 

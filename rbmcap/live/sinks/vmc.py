@@ -21,7 +21,7 @@ frame mirrored in X, ``M = diag(−1, 1, 1)``; rbmcap's Z-up world goes to Unity
 
     W = M C:  (x, y, z) → (−x, z, −y),
 
-C being the exports' turn to Y up (:data:`rbmcap.io.bvh_export.Z_UP_TO_Y_UP`) and M the mirror
+C being the exports' turn to Y up (:data:`rbmcap.io.exports.bvh.Z_UP_TO_Y_UP`) and M the mirror
 that Unity plugins of Y-up capture systems apply. With SMPL's local rotations R_j
 (parent-from-child) and global ones G_j = G_parent R_j, the avatar's global rotations are
 U_j = W G_j M, hence the local rotations
@@ -54,7 +54,7 @@ from pythonosc.osc_message_builder import OscMessageBuilder
 
 from rbmcap.body.joints import JointModel
 from rbmcap.errors import ConfigError, DataError
-from rbmcap.io.bvh_export import Z_UP_TO_Y_UP
+from rbmcap.io.exports.bvh import Z_UP_TO_Y_UP
 from rbmcap.live.frames import LivePose, LiveStats
 from rbmcap.live.sinks.base import SubjectInfo
 from rbmcap.live.sources.base import LOOPBACK

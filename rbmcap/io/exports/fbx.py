@@ -5,9 +5,9 @@ bind pose).
 Blender does the writing, as a separate process: its ``bpy`` (the PyPI wheel, which pins
 ``numpy<2``, or a Blender install) cannot share rbmcap's environment. rbmcap prepares the body and
 the motion as arrays (:func:`fbx_payload`), Blender's Python runs
-:mod:`rbmcap.io.blender_fbx` on them, and the file reaches its name by ``os.replace`` (a failed
-run leaves nothing). The Blender is, in this order: ``blender=`` (a ``blender`` executable or a
-Python that imports ``bpy``), ``$RBMCAP_BLENDER``, ``blender`` on ``PATH``.
+:mod:`rbmcap.io.exports.blender_fbx` on them, and the file reaches its name by ``os.replace`` (a
+failed run leaves nothing). The Blender is, in this order: ``blender=`` (a ``blender`` executable
+or a Python that imports ``bpy``), ``$RBMCAP_BLENDER``, ``blender`` on ``PATH``.
 
 Conventions of the payload (Blender's Z-up world, metres, which its exporter turns into FBX's Y up
 and centimetres): the rest pose is the body's zero pose stood upright (the body frame, x left,
@@ -38,7 +38,7 @@ from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 BLENDER_ENV = "RBMCAP_BLENDER"
 """Environment variable naming the Blender (an executable, or a Python with ``bpy``)."""
 
-SCRIPT = Path(str(resources.files("rbmcap.io") / "blender_fbx.py"))
+SCRIPT = Path(str(resources.files("rbmcap.io.exports") / "blender_fbx.py"))
 """Blender's side of the export, run by Blender's Python."""
 
 UPRIGHT = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
@@ -59,13 +59,14 @@ def blender_command(blender: str | os.PathLike | None = None) -> list[str]:
     found = blender or os.environ.get(BLENDER_ENV) or shutil.which("blender")
     if not found:
         raise ConfigError(f"FBX export needs Blender's bpy, found none: {INSTALL_HINT}")
+    found = os.path.expanduser(str(found))
     path = Path(found)
-    if not (path.is_file() or shutil.which(str(found))):
+    if not (path.is_file() or shutil.which(found)):
         raise ConfigError(f"{found}: no such Blender (FBX export needs Blender's bpy)")
     if path.name.lower().startswith("blender"):
-        return [str(found), "--background", "--factory-startup", "--python-exit-code", "1",
+        return [found, "--background", "--factory-startup", "--python-exit-code", "1",
                 "--python", str(SCRIPT), "--"]  # fmt: skip
-    return [str(found), str(SCRIPT)]
+    return [found, str(SCRIPT)]
 
 
 def fbx_payload(motion, body) -> dict[str, np.ndarray]:

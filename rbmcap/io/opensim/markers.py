@@ -36,7 +36,7 @@ class OpenSimMarker:
 @dataclass(frozen=True)
 class OpenSimMeasurement:
     """One scaling measurement: its ``name``, the marker ``pairs`` whose distances it compares
-    and the ``bodies`` it scales (:mod:`rbmcap.io.opensim_scale`)."""
+    and the ``bodies`` it scales (:mod:`rbmcap.io.opensim.scale`)."""
 
     name: str
     pairs: tuple[tuple[str, str], ...]

@@ -13,10 +13,10 @@ import numpy as np
 
 from rbmcap.atomic import atomic_path
 from rbmcap.errors import ConfigError
-from rbmcap.io.bvh_export import write_motion_bvh
-from rbmcap.io.fbx import write_motion_fbx
-from rbmcap.io.gltf import write_motion_glb
-from rbmcap.io.meshes import write_ply_frames
+from rbmcap.io.exports.bvh import write_motion_bvh
+from rbmcap.io.exports.fbx import write_motion_fbx
+from rbmcap.io.exports.gltf import write_motion_glb
+from rbmcap.io.exports.meshes import write_ply_frames
 
 SUFFIXES = {"npz": ".npz", "bvh": ".bvh", "glb": ".glb", "fbx": ".fbx"}
 
@@ -53,12 +53,12 @@ def export_motion(
         body: the body model for BVH offsets, the glTF mesh and PLY meshes (at the motion's
             betas).
         npz: AMASS-style ``.npz`` (:meth:`SMPLMotion.save`, what ``rbmcap motion info`` reads).
-        bvh: BVH on the SMPL skeleton, Y up, centimetres (:mod:`rbmcap.io.bvh_export`).
-        glb: animated skinned binary glTF, Y up, metres (:mod:`rbmcap.io.gltf`).
+        bvh: BVH on the SMPL skeleton, Y up, centimetres (:mod:`rbmcap.io.exports.bvh`).
+        glb: animated skinned binary glTF, Y up, metres (:mod:`rbmcap.io.exports.gltf`).
         fbx: the skinned body and motion as FBX, Y up, centimetres, written by Blender
-            (:mod:`rbmcap.io.fbx`: ``$RBMCAP_BLENDER`` or ``blender`` on PATH).
+            (:mod:`rbmcap.io.exports.fbx`: ``$RBMCAP_BLENDER`` or ``blender`` on PATH).
         ply_dir, ply_every: one ``.ply`` per ``ply_every``-th frame into ``ply_dir`` (Z up,
-            metres; :mod:`rbmcap.io.meshes`).
+            metres; :mod:`rbmcap.io.exports.meshes`).
 
     Returns:
         ``{"npz": path, "bvh": path, "glb": path, "fbx": path, "ply": [paths]}`` for what was

@@ -2,7 +2,7 @@
 
 The extra is the ``opensim`` wheel from PyPI (OpenSim 4.6 and later ship self-contained manylinux
 wheels: their BLAS/LAPACK is inside, nothing is needed from the system). Only the inverse
-kinematics runner (:mod:`rbmcap.io.opensim_ik`) and the tests that read files back through
+kinematics runner (:mod:`rbmcap.io.opensim.ik`) and the tests that read files back through
 OpenSim import it; writing ``.trc``/``.mot`` files needs no OpenSim.
 """
 

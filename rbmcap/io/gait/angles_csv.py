@@ -7,8 +7,8 @@ from pathlib import Path
 from rbmcap.biomech.angles import clinical_angles
 from rbmcap.biomech.events import detect_gait_events
 from rbmcap.body import load_body_model
-from rbmcap.io.gait_events import write_events_csv
-from rbmcap.io.static_landmarks import read_static_landmarks
+from rbmcap.io.gait.events import write_events_csv
+from rbmcap.io.gait.static_landmarks import read_static_landmarks
 from rbmcap.motion.smpl_motion import read_motion
 
 
@@ -24,7 +24,7 @@ def write_angles_and_events(
     """Read a motion, write its angles to ``out`` and its events to ``out``'s stem +
     ``.events.csv``; return a summary (paths, frames, sets, event counts). With ``static`` and
     ``static_motion`` the frames come from the subject's landmarks in that static capture
-    (:func:`rbmcap.io.static_landmarks.read_static_landmarks`); ``landmarks`` (a
+    (:func:`rbmcap.io.gait.static_landmarks.read_static_landmarks`); ``landmarks`` (a
     :class:`rbmcap.biomech.frames.Landmarks`, e.g. a calibration's measured axes) add to or stand
     in for them. Nothing is written when an input is bad."""
     motion = read_motion(motion_path)

@@ -8,7 +8,7 @@ skinning), so elbows and knees look as they do in plain LBS.
 
 Frames: glTF is Y up, metres. The rest mesh and joints are SMPL's canonical frame at the motion's
 betas (already Y up); the root node carries ``C R0`` and ``C (J0 + trans)``, C turning rbmcap's
-Z-up world to Y up (as in :mod:`rbmcap.io.bvh_export`). Joints keep at most the four largest
+Z-up world to Y up (as in :mod:`rbmcap.io.exports.bvh`). Joints keep at most the four largest
 skinning weights per vertex (renormalised), as glTF's ``JOINTS_0``/``WEIGHTS_0`` allow. The
 animation has one keyframe per frame at times k / fps (duration (T − 1) / fps), linear
 interpolation.
@@ -24,7 +24,7 @@ import roma
 import torch
 
 from rbmcap.atomic import atomic_path
-from rbmcap.io.bvh_export import Z_UP_TO_Y_UP
+from rbmcap.io.exports.bvh import Z_UP_TO_Y_UP
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS, SMPLH_TO_SMPL
 
 INFLUENCES = 4

@@ -2,11 +2,11 @@
 (``coordinates.mot``) and, given a model, OpenSim's inverse kinematics (``ik.mot``), on the model
 as it is or, given the subject's static trial, on the model scaled to the subject
 (``scaled.osim``, from the static's virtual markers ``static_markers.trc``,
-:mod:`rbmcap.io.opensim_scale`).
+:mod:`rbmcap.io.opensim.scale`).
 
 Virtual markers are vertices of the posed mesh of the motion's body (at its betas), one per
-marker of an :class:`~rbmcap.io.opensim_map.OpenSimMarkerMap` (the mean of the virtual markers it
-names), written under OpenSim's marker names in millimetres, Y up.
+marker of an :class:`~rbmcap.io.opensim.markers.OpenSimMarkerMap` (the mean of the virtual
+markers it names), written under OpenSim's marker names in millimetres, Y up.
 
 ``coordinates.mot`` holds the SMPL motion itself, with no OpenSim model: ``pelvis_tx/ty/tz``
 (the pelvis joint in OpenSim's Y-up world, m) and, per SMPL joint, ``<joint>_x/_y/_z``: its local
@@ -28,10 +28,10 @@ import torch
 
 from rbmcap.body import load_body_model
 from rbmcap.errors import DataError
-from rbmcap.io.opensim import Z_UP_TO_Y_UP, write_mot, write_trc, zup_to_yup
-from rbmcap.io.opensim_ik import run_inverse_kinematics  # imports OpenSim only when it runs
-from rbmcap.io.opensim_map import OpenSimMarkerMap, load_marker_map
-from rbmcap.io.opensim_scale import scale_model
+from rbmcap.io.opensim.files import Z_UP_TO_Y_UP, write_mot, write_trc, zup_to_yup
+from rbmcap.io.opensim.ik import run_inverse_kinematics  # imports OpenSim only when it runs
+from rbmcap.io.opensim.markers import OpenSimMarkerMap, load_marker_map
+from rbmcap.io.opensim.scale import scale_model
 from rbmcap.markers.markerset import load_marker_set
 from rbmcap.motion.smpl_motion import read_motion
 from rbmcap.skeleton import SMPL_JOINT_NAMES
@@ -93,9 +93,9 @@ def export_opensim(
 ) -> dict[str, object]:
     """Write ``markers.trc`` and ``coordinates.mot`` of ``motion`` into ``out_dir`` and, with an
     OpenSim ``model``, run inverse kinematics on the markers into ``ik.mot``
-    (:func:`rbmcap.io.opensim_ik.run_inverse_kinematics`, needs the ``opensim`` extra). With the
+    (:func:`rbmcap.io.opensim.ik.run_inverse_kinematics`, needs the ``opensim`` extra). With the
     subject's ``static`` trial too (a motion on the same body), the model is first scaled to the
-    subject from the static's virtual markers (:func:`rbmcap.io.opensim_scale.scale_model`,
+    subject from the static's virtual markers (:func:`rbmcap.io.opensim.scale.scale_model`,
     ``mass`` kg or the model's own) and IK runs on the scaled model.
 
     Returns:

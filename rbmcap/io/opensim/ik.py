@@ -3,7 +3,7 @@ coordinates, through OpenSim's own ``InverseKinematicsTool`` (needs the ``opensi
 
 The tool's settings come from an OpenSim setup file (``setup=``: its marker and coordinate tasks
 and weights; its model, marker file, output and time range are replaced by the arguments) or from
-an :class:`~rbmcap.io.opensim_map.OpenSimMarkerMap` (``marker_map=``: one marker task per mapped
+an :class:`~rbmcap.io.opensim.markers.OpenSimMarkerMap` (``marker_map=``: one marker task per mapped
 marker with the map's weight; markers the model lacks are added at the map's generic locations;
 the map's coordinates are held at the model's default values). OpenSim writes into a private
 folder; the ``.mot`` (and the marker errors, ``errors=``) reach their names by ``os.replace``,
@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from rbmcap.errors import DataError, FormatError
-from rbmcap.io.opensim import read_mot
-from rbmcap.io.opensim_api import load_opensim
-from rbmcap.io.opensim_map import OpenSimMarkerMap, load_marker_map
+from rbmcap.io.opensim.api import load_opensim
+from rbmcap.io.opensim.files import read_mot
+from rbmcap.io.opensim.markers import OpenSimMarkerMap, load_marker_map
 
 MIN_MARKERS = 3
 """Fewest markers shared by the model and the ``.trc`` that inverse kinematics accepts."""

@@ -3,7 +3,7 @@ the ``bpy`` wheel in an environment of its own), never imported by rbmcap.
 
 ``python blender_fbx.py PAYLOAD.npz OUT.fbx`` (or ``blender -b --python blender_fbx.py --
 PAYLOAD.npz OUT.fbx``) builds, in an empty scene, the skinned body the payload describes
-(:func:`rbmcap.io.fbx.fbx_payload`) and writes it with Blender's FBX exporter:
+(:func:`rbmcap.io.exports.fbx.fbx_payload`) and writes it with Blender's FBX exporter:
 
 - an armature of the 24 SMPL joints, each bone from its joint towards its child (its rest frame
   the bone's, Blender's usual), in the rest pose the payload gives (the body's T pose, upright);

@@ -13,9 +13,9 @@ The tool runs its two steps as in OpenSim's own pipeline:
   where the trial puts it, so that later inverse kinematics sees the subject's own marker places.
 
 The markers come from the capture or are virtual markers on the calibrated body
-(:func:`rbmcap.io.opensim_export.opensim_markers`): the tool reads only the ``.trc``. Markers the
+(:func:`rbmcap.io.opensim.export.opensim_markers`): the tool reads only the ``.trc``. Markers the
 generic model lacks are added at the map's generic places first
-(:func:`rbmcap.io.opensim_ik.add_missing_markers`). OpenSim writes into a private folder and the
+(:func:`rbmcap.io.opensim.ik.add_missing_markers`). OpenSim writes into a private folder and the
 scaled model reaches its name by ``os.replace``: a failed run leaves nothing behind.
 """
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rbmcap.errors import DataError, FormatError
-from rbmcap.io.opensim_api import load_opensim
-from rbmcap.io.opensim_ik import (
+from rbmcap.io.opensim.api import load_opensim
+from rbmcap.io.opensim.ik import (
     add_missing_markers,
     load_model,
     opensim_message,
@@ -39,7 +39,7 @@ from rbmcap.io.opensim_ik import (
     shared_markers,
     stdout_silenced,
 )
-from rbmcap.io.opensim_map import OpenSimMarkerMap, load_marker_map
+from rbmcap.io.opensim.markers import OpenSimMarkerMap, load_marker_map
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,2 @@
+"""OpenSim: its text files (``.trc``, ``.mot``), marker maps, the optional API, scaling and inverse
+kinematics on a model, and a motion exported for it."""

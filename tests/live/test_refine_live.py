@@ -26,7 +26,7 @@ from rbmcap.cli.main import build_parser, main
 from rbmcap.inference import Predictor
 from rbmcap.inference.capture import checkpoint_body
 from rbmcap.inference.stream import StreamSession
-from rbmcap.live.session import LiveOptions, LiveSession
+from rbmcap.live.session import BURST, LiveOptions, LiveSession
 from rbmcap.live.sources.natnet import NatNetSource
 from rbmcap.live.sources.replay import ReplaySource
 from rbmcap.live.subject import Subject
@@ -152,8 +152,8 @@ def _serve(names, arrays, fps, pipe) -> None:
 def test_a_120_hz_stream_is_refined_within_its_frames(predictor):
     """One subject at 120 Hz over NatNet, refined within :data:`DEFAULT_REFINE_S` a frame:
     refinement runs, at least KEEP_UP of the frames are posed and the session is never more
-    than a frame behind; an acceptance run also holds it to 0 dropped and p99 ≤ 8 ms. The
-    figures are printed (``pytest -s``)."""
+    than a frame behind (two in a burst); an acceptance run also holds it to 0 dropped and p99
+    ≤ 8 ms. The figures are printed (``pytest -s``)."""
     take = synthetic_take(1200, fps=RATE)
     arrays = frames_from_capture(take)  # torch: here, before the fork
     context = multiprocessing.get_context("fork")
@@ -193,7 +193,7 @@ def test_a_120_hz_stream_is_refined_within_its_frames(predictor):
     assert session.phases == 2
     assert steps >= 1.0, steps
     assert s["processed"] >= KEEP_UP * RATE * STREAM_SECONDS, s
-    assert stats.behind <= 1
+    assert stats.behind <= BURST  # a frame, or the frames a burst of the sender brought at once
     if FULL:
         assert s["dropped"] == 0, s
         assert s["latency_p99_ms"] <= TARGET_P99_MS, s

@@ -99,16 +99,24 @@ def _measurement(name: str, entry: Any, markers: set[str], where: str) -> OpenSi
     for pair in pairs:
         if not (isinstance(pair, list) and len(pair) == 2 and set(map(str, pair)) <= markers):
             raise ConfigError(f"{where}: pair {pair!r} is not two of the map's markers")
-    bodies = entry.get("bodies")
-    if isinstance(bodies, str):
-        bodies = [bodies]
-    if not bodies or not all(isinstance(b, str) for b in bodies):
-        raise ConfigError(f"{where}: 'bodies' must list the model's bodies it scales")
+    bodies = _names(
+        entry.get("bodies"), f"{where}: 'bodies' must list the model's bodies it scales"
+    )
     return OpenSimMeasurement(
         name=name,
         pairs=tuple((str(a), str(b)) for a, b in pairs),
         bodies=tuple(bodies),
     )
+
+
+def _names(value: Any, message: str) -> list[str]:
+    """``value`` as a non-empty list of names (one name alone taken as a list of one); raises
+    ConfigError with ``message`` otherwise."""
+    if isinstance(value, str):
+        value = [value]
+    if not value or not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(message)
+    return value
 
 
 def _weight(value: Any, where: str) -> float:
@@ -125,11 +133,9 @@ def _marker(name: str, entry: Any, where: str) -> OpenSimMarker:
     where = f"{where}: marker {name}"
     if not isinstance(entry, Mapping):
         raise ConfigError(f"{where}: expected a mapping with virtual, weight, body, location")
-    virtual = entry.get("virtual")
-    if isinstance(virtual, str):
-        virtual = [virtual]
-    if not virtual or not all(isinstance(v, str) for v in virtual):
-        raise ConfigError(f"{where}: 'virtual' must list marker names of the marker set")
+    virtual = _names(
+        entry.get("virtual"), f"{where}: 'virtual' must list marker names of the marker set"
+    )
     location = entry.get("location")
     try:
         loc = tuple(float(x) for x in location)

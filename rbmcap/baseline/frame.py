@@ -119,13 +119,16 @@ class FrameTerms(torch.nn.Module):
         joint (24)."""
         return 9 * len(self.topology.centre) + 3 * JOINTS
 
-    def residuals(self, x, trans, base, betas, pos, rot, valid, context, smooth, centres, seen):
+    def residuals(
+        self, x, trans, base, betas, offsets, pos, rot, valid, context, smooth, centres, seen
+    ):
         """The residuals r at R poses of each subject.
 
         Args:
             x: (S, R, 72) unknowns (ω, then the body's axis-angle); trans: (S, R, 3) m, or
                 (S, 1, 3) for every pose; base: (S, 3, 3) or (S, R, 3, 3), the global
-                orientation ω corrects; betas: (S, B).
+                orientation ω corrects; betas: (S, B); offsets: (S, 24, 3) m each subject's
+                joint correction (:meth:`rbmcap.body.BodyModel.with_joint_offsets`).
             pos, rot, valid: (S, N, 3), (S, N, 3, 3), (S, N) the observed plates (invalid
                 entries may hold anything, NaN included).
             context: (S, 2, N, 3) predicted plate positions of the frames t−2 and t−1;
@@ -138,7 +141,7 @@ class FrameTerms(torch.nn.Module):
         """
         rotmats = self.rotmats(x, base)
         skinned, joints = self.body.skin_vertices_and_joints(
-            self.topology.skin_ids, rotmats, betas[:, None], trans
+            self.topology.skin_ids, rotmats, betas[:, None], trans, offsets[:, None]
         )
         return self.residuals_of(skinned, joints, pos, rot, valid, context, smooth, centres, seen)
 
@@ -208,7 +211,7 @@ class FrameStart(torch.nn.Module):
     with the lower E (the network's alone where there is no previous answer).
 
     ``forward(prev_x (S, 72), prev_trans (S, 3), prev_base (S, 3, 3), has_prev (S,) bool,
-    net_rotmats (S, 24, 3, 3), net_trans (S, 3), betas, pos, rot, valid, context, smooth,
+    net_rotmats (S, 24, 3, 3), net_trans (S, 3), betas, offsets, pos, rot, valid, context, smooth,
     centres, seen)`` → (x (S, 72), trans (S, 3), base (S, 3, 3), E (S,), predicted plate
     positions (S, N, 3)) of the start, its ω zero (``base`` is its global orientation).
     """
@@ -248,7 +251,7 @@ class FrameFinish(torch.nn.Module):
     frame's answer and what the stream keeps for the next frame.
 
     ``forward(x (S, 72), trans (S, 3), best_e (S,), best_x, best_trans, best_plates (S, N, 3),
-    base, net_rotmats (S, 24, 3, 3), net_trans (S, 3), solved (S,), betas, pos, rot, valid,
+    base, net_rotmats (S, 24, 3, 3), net_trans (S, 3), solved (S,), betas, offsets, pos, rot, valid,
     context, smooth)`` → (best_e, the answer's local rotations (S, 24, 3, 3) and translation
     (S, 3): the best pose's where a plate is seen, else the network's; the next frame's memory:
     the best unknowns with ω zero (S, 72), the context (S, 2, N, 3) of the last two frames' plate
@@ -280,7 +283,7 @@ class FrameFinish(torch.nn.Module):
         best_e, best_x, best_trans, best_plates = keep_better(
             e, x, trans, pp[:, 0], best_e, best_x, best_trans, best_plates
         )
-        valid, context = observations[3], observations[4]
+        valid, context = observations[4], observations[5]
         refined = valid.any(-1)
         rotmats = terms.rotmats(best_x[:, None], base)[:, 0]
         rotmats = torch.where(refined[:, None, None, None], rotmats, net_rotmats)
@@ -295,7 +298,8 @@ class LMStep(torch.nn.Module):
     """One Levenberg–Marquardt iteration of each subject's frame (see the module docstring).
 
     ``forward(x (S, 72), trans (S, 3), damping (S,), best_e (S,), best_x, best_trans,
-    best_plates (S, N, 3), base, betas, pos, rot, valid, context, smooth, centres, seen)``: E
+    best_plates (S, N, 3), base, betas, offsets, pos, rot, valid, context, smooth, centres,
+    seen)``: E
     and its Jacobian
     at x; x becomes the best where E(x) ≤ the best E, and the damping shrinks by
     ``damping_factor`` (not below ``damping_floor``); elsewhere the damping grows by it (up to
@@ -331,11 +335,11 @@ class LMStep(torch.nn.Module):
         self, x, trans, damping, best_e, best_x, best_trans, best_plates, base, *observations
     ):
         terms = self.terms
-        betas, *rest = observations
-        r, pp = terms.residuals_of(*self._skin(x, trans, base, betas), *rest)
+        betas, offsets, *rest = observations
+        r, pp = terms.residuals_of(*self._skin(x, trans, base, betas, offsets), *rest)
         r0 = r[:, 0]
         jac = (r[:, 1:] - r0[:, None]).transpose(1, 2) / self.step  # (S, 9N + 72, 72)
-        j_trans = self.trans_jacobian(observations[3], observations[5], observations[7])
+        j_trans = self.trans_jacobian(observations[4], observations[6], observations[8])
         jac = torch.cat([jac, j_trans], dim=2)  # (S, 9N + 72, 75)
         body_pose = x[:, 3:]
         prior_e, prior_r, prior_j = terms.prior_terms(body_pose)
@@ -383,7 +387,7 @@ class LMStep(torch.nn.Module):
             dim=1,
         )
 
-    def _skin(self, x, trans, base, betas):
+    def _skin(self, x, trans, base, betas, offsets):
         """The plates' skin vertices (S, 1 + 72, K, 3) and the joints (S, 1 + 72, 24, 3) at x
         (S, 72) and one step along each unknown, from one skinning pass and its tangents."""
         terms = self.terms
@@ -394,7 +398,7 @@ class LMStep(torch.nn.Module):
         axes = right_jacobian(x.reshape(s, 24, 3))
         axes = torch.cat([base.transpose(-1, -2)[:, None] @ axes[:, :1], axes[:, 1:]], dim=1)
         skinned, tangents, joints, joint_tangents = terms.body.skin_vertex_tangents(
-            terms.topology.skin_ids, rotmats, axes, betas, trans
+            terms.topology.skin_ids, rotmats, axes, betas, trans, offsets
         )
         return _stepped(skinned, tangents, self.step), _stepped(joints, joint_tangents, self.step)
 

@@ -78,6 +78,7 @@ def clinical_angles(
     body's."""
     if body is None:
         body = load_body_model("standin", gender=motion.gender)
+    body = body.with_joint_offsets(motion.joint_offsets)
     segments = segment_rotations(body, motion.poses, motion.betas, landmarks)
     if progression is None:
         joints, _ = body.pose_joints(

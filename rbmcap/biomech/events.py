@@ -188,7 +188,9 @@ def foot_points(motion, body=None, markers: str = FOOT_MARKERS):
     Returns:
         heel (T, 2, 3), toe (T, 2, 3) and pelvis joint (T, 3), metres, world frame.
     """
-    body = body if body is not None else standin_body(motion.gender)
+    body = (body if body is not None else standin_body(motion.gender)).with_joint_offsets(
+        motion.joint_offsets
+    )
     mset = load_marker_set(markers)
     names = [n for pair in HEEL_TOE for n in pair]
     ids = mset.resolve(body)[[mset.index(n) for n in names]]

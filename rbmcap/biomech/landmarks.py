@@ -87,6 +87,7 @@ def landmarks_from_static(
 def _posed_bones(body, motion) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """World-from-bone rotations (T, 24, 3, 3), joint positions (T, 24, 3) and rest joints
     (24, 3) of ``motion`` on ``body``, float64."""
+    body = body.with_joint_offsets(motion.joint_offsets)
     betas = torch.as_tensor(np.asarray(motion.betas), dtype=torch.float32)
     joints, rotations = body.pose_joints(
         torch.as_tensor(np.asarray(motion.poses), dtype=torch.float32),

@@ -14,6 +14,8 @@ to the full forward to float precision (``rbmcap bench skinning``, docs/benchmar
 
 from __future__ import annotations
 
+import copy
+import hashlib
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -119,8 +121,11 @@ class BodyModel(torch.nn.Module):
         self.register_buffer("_joint_template", m.J_regressor @ m.v_template, persistent=False)
         j_shapedirs = torch.einsum("jv,vcb->jcb", m.J_regressor, m.shapedirs)
         self.register_buffer("_joint_shapedirs", j_shapedirs.reshape(-1, 3, nb), persistent=False)
+        offsets = torch.zeros(self.num_model_joints, 3, dtype=m.v_template.dtype)
+        self.register_buffer("_joint_offsets", offsets, persistent=False)
         self._faces_np = np.asarray(arrays["f"], dtype=np.int64)
         self._sparse_cache: dict = {}
+        self._offset = False
 
     # ----------------------------------------------------------------------------- accessors
     @property
@@ -180,12 +185,50 @@ class BodyModel(torch.nn.Module):
         return with_one_rings(vertex_ids, self._rings)
 
     def rest_joints(self, betas: torch.Tensor | None = None) -> torch.Tensor:
-        """Rest-pose joint positions (..., 24, 3) for betas (..., B) (default zeros)."""
+        """Rest-pose joint positions (..., 24, 3) for betas (..., B) (default zeros), with this
+        body's joint offsets (:meth:`with_joint_offsets`)."""
         return self._model_rest_joints(self._betas(betas, ()))[..., self._joint_map, :]
+
+    @property
+    def joint_offsets(self) -> np.ndarray:
+        """(24, 3) m: how far each SMPL joint sits from where the model's regressor puts it, in
+        the rest frame (zeros but for :meth:`with_joint_offsets`)."""
+        return self._joint_offsets[self._joint_map].detach().cpu().double().numpy()
+
+    def with_joint_offsets(self, offsets) -> BodyModel:
+        """This body with its joints moved from where the model's joint regressor puts them: a
+        subject's joint correction (a calibration's ``joint_offsets``, in the spirit of MoSh's
+        per-subject adjustments).
+
+        Each SMPL joint j's rest position becomes ``J_j(betas) + offsets[j]``: the joint and the
+        joints under it move, and the skin each joint turns turns about the moved centre (at
+        rest the mesh is unchanged). Every method of the returned body applies them; the arrays
+        are shared with this one.
+
+        Args:
+            offsets: (24, 3) m in the rest frame (the model's canonical axes), or None (this
+                body as it is).
+        """
+        if offsets is None:
+            return self
+        d = np.asarray(offsets, dtype=np.float64)
+        if d.shape != (24, 3) or not np.isfinite(d).all():
+            raise DataError(f"joint offsets of shape {d.shape}: expected (24, 3) finite metres")
+        body = copy.copy(self)
+        body._buffers = dict(self._buffers)
+        full = torch.zeros_like(self._joint_offsets)
+        full[self._joint_map] = self._tensor(d)
+        body._buffers["_joint_offsets"] = full
+        body._offset = bool(d.any())
+        if body._offset:
+            tag = hashlib.sha256(np.round(d, 9).tobytes()).hexdigest()[:12]
+            body.identity = f"{self.identity.split('+joints:')[0]}+joints:{tag}"
+        return body
 
     # ------------------------------------------------------------------------------- posing
     def forward(self, poses, betas=None, trans=None) -> BodyOutput:
-        """Full forward (smplx's linear blend skinning of every vertex).
+        """Full forward: smplx's linear blend skinning of every vertex (with joint offsets,
+        :meth:`skin_vertices_and_joints` of every vertex, the same skinning).
 
         Args:
             poses: (..., 24, 3) axis-angle or (..., 24, 3, 3) local rotations (SMPL-H also takes
@@ -196,6 +239,9 @@ class BodyModel(torch.nn.Module):
         Returns:
             BodyOutput with vertices (..., V, 3) and the 24 SMPL joints (..., 24, 3).
         """
+        if self._offset:  # smplx's lbs takes its joints from the regressor alone
+            verts, joints = self.skin_vertices_and_joints(self._all_vertices, poses, betas, trans)
+            return BodyOutput(vertices=verts, joints=joints)
         rot = self._model_rotmats(poses)
         batch = rot.shape[:-3]
         betas = self._betas(betas, batch)
@@ -237,21 +283,29 @@ class BodyModel(torch.nn.Module):
         """
         return self.skin_vertices_and_joints(vertex_ids, poses, betas, trans)[0]
 
-    def skin_vertices_and_joints(self, vertex_ids, poses, betas=None, trans=None):
+    def skin_vertices_and_joints(
+        self, vertex_ids, poses, betas=None, trans=None, joint_offsets=None
+    ):
         """Sparse skinning and the 24 posed joints from one forward-kinematics pass.
+
+        ``joint_offsets``: None, or (..., 24, 3) m moving the joints further, per pose (several
+        subjects' joint corrections in one batch; :meth:`with_joint_offsets` for one).
 
         Returns (vertices (..., K, 3), joints (..., 24, 3)), metres, world frame.
         """
         sub = self._sparse(vertex_ids)
         rot = self._model_rotmats(poses)
-        out, _, _, gpos, _, _ = self._skin(sub, rot, self._betas(betas, rot.shape[:-3]))
+        betas = self._betas(betas, rot.shape[:-3])
+        out, _, _, gpos, _, _ = self._skin(sub, rot, betas, joint_offsets)
         joints = gpos[..., self._joint_map, :]
         if trans is not None:
             t = self._tensor(trans)[..., None, :]
             out, joints = out + t, joints + t
         return out, joints
 
-    def skin_vertex_tangents(self, vertex_ids, poses, axes, betas=None, trans=None):
+    def skin_vertex_tangents(
+        self, vertex_ids, poses, axes, betas=None, trans=None, joint_offsets=None
+    ):
         """Sparse skinning of ``vertex_ids`` and the joints, and how they move, to first order, as
         each joint turns about each of three axes.
 
@@ -271,7 +325,7 @@ class BodyModel(torch.nn.Module):
             vertex_ids: the K vertices.
             poses: (..., 24, 3) axis-angle or (..., 24, 3, 3) local rotations.
             axes: (..., 24, 3, 3) each joint's three axes (columns), in its own frame.
-            betas, trans: as :meth:`skin_vertices`.
+            betas, trans, joint_offsets: as :meth:`skin_vertices_and_joints`.
 
         Returns:
             (vertices (..., K, 3), their tangents (..., 24, 3, K, 3), the 24 joints (..., 24, 3),
@@ -282,7 +336,7 @@ class BodyModel(torch.nn.Module):
         sub = self._sparse(vertex_ids)
         rot = self._model_rotmats(poses)
         out, v, grot, gpos, shift, blend_rot = self._skin(
-            sub, rot, self._betas(betas, rot.shape[:-3])
+            sub, rot, self._betas(betas, rot.shape[:-3]), joint_offsets
         )
         j = sub.joints
         # the SMPL joints' subtrees: each joint's skinning transform of each vertex, summed
@@ -311,13 +365,16 @@ class BodyModel(torch.nn.Module):
             out, joints = out + t, joints + t
         return out, tangents, joints, joint_tangents
 
-    def _skin(self, sub: _SparseSubset, rot: torch.Tensor, betas: torch.Tensor):
-        """Sparse skinning of ``sub``'s vertices at model rotations ``rot`` (..., Jm, 3, 3):
+    def _skin(self, sub: _SparseSubset, rot: torch.Tensor, betas: torch.Tensor, offsets=None):
+        """Sparse skinning of ``sub``'s vertices at model rotations ``rot`` (..., Jm, 3, 3)
+        (``offsets``: None or (..., 24, 3) m added to the SMPL joints' rest positions):
         (posed vertices (..., K, 3) without translation, their rest positions with shape and
         pose correctives v' (..., K, 3), the joints' global rotations (..., Jm, 3, 3) and
         positions (..., Jm, 3), the skinning transforms' shifts (..., Jm, 3), the vertices'
         blended rotations (..., K, 3, 3))."""
         rest = self._model_rest_joints(betas)
+        if offsets is not None:
+            rest = rest + self._smpl_to_model(self._tensor(offsets))
         grot, gpos = forward_kinematics(rot, rest, self.model_parents)
         # Skinning transform of joint j maps a rest point x to grot_j (x - rest_j) + gpos_j.
         shift = gpos - (grot @ rest[..., None])[..., 0]
@@ -337,6 +394,19 @@ class BodyModel(torch.nn.Module):
         smpl = self._joint_map
         below = self._below[np.ix_(smpl, smpl)]
         return torch.as_tensor(below, dtype=like.dtype, device=like.device)
+
+    def _smpl_to_model(self, values: torch.Tensor) -> torch.Tensor:
+        """(..., 24, 3) per SMPL joint as (..., Jm, 3) per model joint (zero where SMPL has
+        none)."""
+        if self.kind == "smpl":
+            return values
+        pick = torch.zeros(self.num_model_joints, 24, dtype=values.dtype, device=values.device)
+        pick[self._joint_map, torch.arange(24)] = 1.0
+        return torch.einsum("mj,...jc->...mc", pick, values)
+
+    @cached_property
+    def _all_vertices(self) -> np.ndarray:
+        return np.arange(self.num_vertices)
 
     @cached_property
     def _below(self) -> np.ndarray:
@@ -385,7 +455,8 @@ class BodyModel(torch.nn.Module):
         return torch.as_tensor(x, dtype=ref.dtype, device=ref.device)
 
     def _model_rest_joints(self, betas: torch.Tensor) -> torch.Tensor:
-        return self._joint_template + torch.einsum("jcb,...b->...jc", self._joint_shapedirs, betas)
+        shaped = torch.einsum("jcb,...b->...jc", self._joint_shapedirs, betas)
+        return self._joint_template + self._joint_offsets + shaped
 
     def _betas(self, betas, batch: tuple[int, ...]) -> torch.Tensor:
         nb = self.num_betas

@@ -25,9 +25,12 @@ Schema (fixed, so files move between tools and people)::
                   centre_child_m: [x, y, z], axis_parent: [x, y, z], axis_child: [x, y, z],
                   range_deg: 61.0, off_axis_deg: 2.4, residual_mm: 2.7,
                   uncertainty_mm: [9.7, 9.8, 24.0], from_prior: 1, frames: 255}
+    joint_offsets:  # optional: the subject's joint correction (calibrate.joint_correction)
+      left_knee: [x, y, z]     # m, the body's rest frame: where the joint sits from the regressor's
 
 A file without ``joints`` (every file written before they were measured) means what it meant:
-the body model's own joint centres.
+the body model's own joint centres; one without ``joint_offsets`` (written before the
+correction) keeps the regressor's joints.
 
 Rotations are rotation vectors in radians.
 """
@@ -62,9 +65,11 @@ HEADER = (
     "# residual_mm / residual_deg: mean plate residual over the frames fitted.\n"
 )
 KEYS = ("betas", "frames", "alignment", "plates")
-OPTIONAL_KEYS = ("captures", "joints")
+OPTIONAL_KEYS = ("captures", "joints", "joint_offsets")
 PLATE_KEYS = ("rotation_offset", "position_offset_m")
 PLATE_OPTIONAL = ("residual_mm", "residual_deg")
+MAX_JOINT_OFFSET_M = 0.2
+"""Largest joint correction a file may hold per axis, m (a real one is a few centimetres)."""
 MAX_FRAME = 2.0**53
 """Largest frame position accepted (every integer up to it is exact in a float64)."""
 
@@ -150,6 +155,8 @@ class Calibration:
         captures: the captures' names, in the order of ``frames`` (may be empty).
         joints: SMPL joint name → the joint measured from its two plates' motion
             (:class:`rbmcap.calibrate.functional.FunctionalJoint`); empty in files from before.
+        joint_offsets: SMPL joint name → (3,) m, the subject's joint correction in the body's
+            rest frame (:mod:`rbmcap.calibrate.joint_correction`); empty in files from before.
         report: the fit's diagnostics (:class:`rbmcap.calibrate.report.CalibrationReport`), or
             None for a calibration read from a file.
         source: the file it was read from or written to (errors name it), or None.
@@ -163,6 +170,7 @@ class Calibration:
     plates: dict[str, PlateOffset] = field(default_factory=dict)
     captures: list[str] = field(default_factory=list)
     joints: dict[str, FunctionalJoint] = field(default_factory=dict)
+    joint_offsets: dict[str, np.ndarray] = field(default_factory=dict)
     report: CalibrationReport | None = None
     source: str | None = None
     lines: dict[str, int] = field(default_factory=dict)
@@ -186,6 +194,16 @@ class Calibration:
             roma.rotvec_to_rotmat(rotvecs).numpy(),
             np.stack([o.position for o in offs]).astype(np.float64),
         )
+
+    def joint_offset_array(self) -> np.ndarray | None:
+        """The joint correction as (24, 3) m for
+        :meth:`rbmcap.body.BodyModel.with_joint_offsets`, or None when there is none."""
+        if not self.joint_offsets:
+            return None
+        out = np.zeros((24, 3))
+        for name, d in self.joint_offsets.items():
+            out[SMPL_JOINT_NAMES.index(name)] = d
+        return out if out.any() else None
 
     def apply(self, capture: Capture) -> Capture:
         """``capture`` with every plate mapped onto its virtual counterpart (a new Capture,
@@ -230,6 +248,8 @@ class Calibration:
         data["plates"] = {name: plate(o) for name, o in self.plates.items()}
         if self.joints:
             data["joints"] = {name: j.to_dict() for name, j in self.joints.items()}
+        if self.joint_offsets:
+            data["joint_offsets"] = {n: f(d) for n, d in self.joint_offsets.items()}
         return data
 
     def save(self, path: str | Path) -> Path:
@@ -311,6 +331,13 @@ def from_dict(data, where: str = "calibration") -> Calibration:
     joints = {}
     for name, entry in _mapping(data.get("joints") or {}, None, where, "joints").items():
         joints[str(name)] = _joint(name, entry, offsets, where)
+    corrections = {}
+    for name, d in _mapping(data.get("joint_offsets") or {}, None, where, "joint_offsets").items():
+        if name not in SMPL_JOINT_NAMES:
+            raise ConfigError(
+                f"{where}: joint_offsets: {short_repr(name)} is not an SMPL joint name"
+            )
+        corrections[str(name)] = _vector(d, 3, where, f"joint_offsets.{name}", MAX_JOINT_OFFSET_M)
     return Calibration(
         betas=_vector(data["betas"], None, where, "betas"),
         frames=frames,
@@ -319,6 +346,7 @@ def from_dict(data, where: str = "calibration") -> Calibration:
         plates=offsets,
         captures=list(captures),
         joints=joints,
+        joint_offsets=corrections,
     )
 
 

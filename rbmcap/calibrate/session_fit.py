@@ -31,6 +31,7 @@ from rbmcap.body import load_body_model
 from rbmcap.calibrate.calibration import Calibration, PlateOffset
 from rbmcap.calibrate.frames import FrameSpec, select_frames
 from rbmcap.calibrate.functional import adjacent_pairs, in_frames, measure_joints
+from rbmcap.calibrate.joint_correction import joint_correction
 from rbmcap.calibrate.objective import FitWeights, SessionFit
 from rbmcap.calibrate.report import build_report, check_plausible
 from rbmcap.calibrate.start import (
@@ -116,8 +117,29 @@ def calibrate(
     check_plausible(report, fit, state)
     calib = _calibration(state, report, caps, chosen, names)
     calib.joints = functional_joints(fit, state, caps, synth.markers)
-    report.functional = [j.describe() for j in calib.joints.values()]
+    calib.joint_offsets = subject_joints(calib, synth)
+    report.functional = [_describe(j, calib.joint_offsets) for j in calib.joints.values()]
     return calib
+
+
+def subject_joints(calib: Calibration, synth) -> dict[str, np.ndarray]:
+    """The subject's joint correction (:func:`rbmcap.calibrate.joint_correction.joint_correction`)
+    of the joints ``calib`` measured, by joint name (joints left where the regressor puts them
+    are left out)."""
+    names = list(synth.markers.names)
+    d = joint_correction(
+        calib.joints.values(), synth.body, synth.markers, calib.betas, calib.offsets(names)
+    )
+    return {SMPL_JOINT_NAMES[k]: d[k] for k in range(24) if d[k].any()}
+
+
+def _describe(joint, corrections: dict) -> str:
+    """The report's line for a measured joint, with how far the correction moved it."""
+    moved = corrections.get(joint.joint)
+    if moved is None:
+        return f"{joint.describe()}; joint kept where the body model puts it"
+    mm = 1000 * np.linalg.norm(moved)
+    return f"{joint.describe()}; joint moved {mm:.0f} mm from the body model's"
 
 
 def functional_joints(fit: SessionFit, state, caps, markers) -> dict:

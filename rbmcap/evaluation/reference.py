@@ -156,7 +156,9 @@ def rest_segment_lengths(body, betas, segments) -> dict[str, float]:
 
 
 def motion_joints(body, motion) -> np.ndarray:
-    """(T, 24, 3) float64 m: the SMPL joints of an :class:`~rbmcap.motion.SMPLMotion`."""
+    """(T, 24, 3) float64 m: the SMPL joints of an :class:`~rbmcap.motion.SMPLMotion` (with its
+    joint offsets)."""
+    body = body.with_joint_offsets(motion.joint_offsets)
     b = torch.as_tensor(motion.betas[: body.num_betas], dtype=torch.float32)
     poses = torch.as_tensor(motion.poses, dtype=torch.float32)
     trans = torch.as_tensor(motion.trans, dtype=torch.float32)
@@ -246,6 +248,7 @@ def evaluate_against_reference(
     order = list(mapped)
     ev = [order.index(j) for j in ref.evaluated]
     smpl = [SMPL_JOINT_NAMES.index(j) for j in order]
+    body = body.with_joint_offsets(motion.joint_offsets)
     pred = motion_joints(body, motion)[:, smpl]
     motion_mm = joint_distances_mm(pred[:, ev], points[:, ev], valid[:, ev])
     report = ReferenceReport(ref.name, capture.num_frames, mean_mm=_nanmean(motion_mm))

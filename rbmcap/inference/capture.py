@@ -207,6 +207,7 @@ def predict_plates(
         fps=cap.fps,
         name=name,
         source=info,
+        joint_offsets=calibration.joint_offset_array() if calibration is not None else None,
     )
 
 

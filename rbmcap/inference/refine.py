@@ -207,6 +207,8 @@ class Refiner:
             torch.zeros(s, JOINTS, 3, **kw),
             torch.zeros(s, JOINTS, dtype=torch.bool, device=self.device),
         )
+        # no subject's joint correction: the joints where the body's regressor puts them
+        self._no_offsets = torch.zeros(s, JOINTS, 3, **kw)
         terms = FrameTerms(body, topology, config.weights, prior, float(predictor.fps))
         self._modules = (
             FrameStart(terms),
@@ -241,6 +243,7 @@ class Refiner:
         eye = torch.eye(3, **kw)
         obs = (
             torch.zeros(s, self.num_betas, **kw),
+            torch.zeros(s, JOINTS, 3, **kw),
             torch.zeros(s, n, 3, **kw),
             eye.expand(s, n, 3, 3).contiguous(),
             torch.ones(s, n, dtype=torch.bool, device=self.device),
@@ -272,8 +275,8 @@ class Refiner:
                 for _ in range(WARM_UP_CALLS):
                     kernel(*example)
                 self.cost[name].seed([_timed(kernel, example) for _ in range(KernelCost.WINDOW)])
-            st, (net_rot, net_trans, *obs) = self.state(), examples[0][4:10]
-            centres = examples[0][12:14]
+            st, (net_rot, net_trans, *obs) = self.state(), examples[0][4:11]
+            centres = examples[0][13:15]
             rest = self.cost["rest"]
             for _ in range(KernelCost.WINDOW):  # frames without steps: the rest's cost
                 self._frame(st, net_rot, net_trans, *obs, *centres, steps=0)
@@ -292,6 +295,7 @@ class Refiner:
         valid,
         started=None,
         joint_centres=None,
+        joint_offsets=None,
     ):
         """Refine one frame of S subjects (tensors on the refiner's device; pos, rot, rotmats
         and trans in its dtype).
@@ -309,6 +313,9 @@ class Refiner:
                 frame's plates put each subject's measured joints at
                 (:func:`rbmcap.calibrate.functional.joint_centres`): ((S, 24, 3) m, (S, 24) bool
                 where there is one), drawn on by the body's joints.
+            joint_offsets: None, or (S, 24, 3) m each subject's joint correction (a
+                calibration's, :meth:`rbmcap.body.BodyModel.with_joint_offsets`): the body's
+                joints moved there.
 
         Returns:
             (rotmats (S, 24, 3, 3), trans (S, 3)): the best iterate within the budget, or the
@@ -333,8 +340,20 @@ class Refiner:
             state.stats.add(0, _now() - t0)
             return rotmats, trans
         centres, seen = self._no_centres if joint_centres is None else joint_centres
+        offsets = self._no_offsets if joint_offsets is None else joint_offsets
         return self._frame(
-            state, rotmats, trans, betas, pos, rot, valid, centres, seen, t0=t0, anchor=anchor
+            state,
+            rotmats,
+            trans,
+            betas,
+            offsets,
+            pos,
+            rot,
+            valid,
+            centres,
+            seen,
+            t0=t0,
+            anchor=anchor,
         )
 
     def skip(self, state: RefineState) -> None:
@@ -349,6 +368,7 @@ class Refiner:
         rotmats,
         trans,
         betas,
+        offsets,
         pos,
         rot,
         valid,
@@ -367,7 +387,7 @@ class Refiner:
         cap = self.options.max_iterations if steps is None else steps
         cap = math.inf if cap is None else cap
         smooth = (state.solved >= 2).to(self.dtype)
-        obs = (betas, pos, rot, valid, state.context, smooth, centres, seen)
+        obs = (betas, offsets, pos, rot, valid, state.context, smooth, centres, seen)
         x, t, base, e, plates = self._start(
             state.x, state.trans, state.base, state.has_prev, rotmats, trans, *obs
         )

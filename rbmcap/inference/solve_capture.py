@@ -132,6 +132,8 @@ def infer_capture(
     """
     _check_method(method, iterations, predictor)
     body, ms = _solver_body_and_markers(predictor, body, markers)
+    corrected = calibration.joint_offset_array() if calibration is not None else None
+    body = body.with_joint_offsets(corrected)
     solver = None
     if method != "network":  # a bad prior or configuration fails before any work
         config = solver_config or DEFAULT_SOLVER_CONFIG[method]
@@ -241,6 +243,7 @@ def _solution_motion(
         fps=fps,
         name=Path(capture.source).stem if capture.source else "capture",
         source=source,
+        joint_offsets=body.joint_offsets,
     )
 
 

@@ -231,14 +231,16 @@ class StreamSession:
 
     @torch.inference_mode()
     def push(
-        self, pos, rot, valid, betas=None, joint_centres=None
+        self, pos, rot, valid, betas=None, joint_centres=None, joint_offsets=None
     ) -> tuple[np.ndarray, np.ndarray]:
         """One frame: pos (N, 3) m, rot (N, 3, 3), valid (N,) bool (a leading S for S
         subjects); ``betas`` (B,) (S, B for S subjects): the shape refinement holds (a
         calibration's; None: the stream's running betas); ``joint_centres``: None, or the
         centres of the joints a calibration measured, where this frame's plates put them
         (:func:`rbmcap.calibrate.functional.joint_centres`), as ((24, 3) m, (24,) bool where
-        there is one) (a leading S for S subjects), drawing refinement's joints.
+        there is one) (a leading S for S subjects), drawing refinement's joints;
+        ``joint_offsets``: None, or the subject's joint correction (24, 3) m (a leading S for S
+        subjects; a calibration's ``joint_offset_array()``), the body's joints moved there.
 
         Returns (rotmats (24, 3, 3) local, joint 0 global; trans (3,) m) for that frame (a
         leading S for S subjects), refined when the session refines.
@@ -256,6 +258,8 @@ class StreamSession:
                 pos, rot, valid = pos[None], rot[None], valid[None]
             if joint_centres is not None:
                 joint_centres = self._centres(*joint_centres)
+            if joint_offsets is not None:
+                joint_offsets = self._offsets(joint_offsets)
             rotmats, trans = self.refiner.refine(
                 self._refined,
                 rotmats,
@@ -266,6 +270,7 @@ class StreamSession:
                 valid,
                 started=started,
                 joint_centres=joint_centres,
+                joint_offsets=joint_offsets,
             )
         if self.subjects == 1:
             rotmats, trans = rotmats[0], trans[0]
@@ -302,6 +307,18 @@ class StreamSession:
         if not several:
             rotmats, trans = rotmats[None], trans[None]
         return rotmats, trans, lambda: (carry[1][:, 0] / self._count).float()
+
+    def _offsets(self, offsets) -> torch.Tensor:
+        """Joint offsets as the refiner's (S, 24, 3) tensor, or DataError when they are not
+        shaped (24, 3) (a leading S for S subjects)."""
+        lead = (self.subjects,) if self.subjects > 1 else ()
+        offsets = np.asarray(offsets)
+        if offsets.shape != (*lead, 24, 3):
+            raise DataError(
+                f"a streamed frame's joint offsets {offsets.shape}: expected {(*lead, 24, 3)}"
+            )
+        r = self.refiner
+        return torch.as_tensor(offsets, dtype=r.dtype, device=r.device).reshape(-1, 24, 3)
 
     def _centres(self, centres, seen) -> tuple[torch.Tensor, torch.Tensor]:
         """Joint centres and where they are seen as the refiner's (S, 24, 3) and (S, 24)

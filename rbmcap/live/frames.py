@@ -45,6 +45,9 @@ class LivePose:
         plates_pos: (N, 3) float32 the subject's (calibrated) plates, metres; plates_rot
             (N, 3, 3); plates_valid (N,) bool, in the marker set's order.
         index: frames this subject has been posed for so far, this one included (1-based).
+        joint_offsets: None, or (24, 3) m the subject's joint correction (its calibration's;
+            :meth:`rbmcap.body.BodyModel.with_joint_offsets`): the body posing it has its joints
+            there.
     """
 
     subject: str
@@ -58,6 +61,7 @@ class LivePose:
     plates_rot: np.ndarray
     plates_valid: np.ndarray
     index: int = 0
+    joint_offsets: np.ndarray | None = None
 
 
 @dataclass

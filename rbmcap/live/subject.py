@@ -199,6 +199,8 @@ class SubjectGroup:
         self._offsets: PlateOffsets | None = None
         self._betas: list[np.ndarray | None] = []
         self._joints: list[list | None] = []  # each subject's measured joints, or None
+        self._corrections: list[np.ndarray | None] = []  # each subject's joint correction
+        self._joint_offsets: np.ndarray | None = None  # the same, stacked for the refiner
 
     # ----------------------------------------------------------------------- plates
     def plates(self, frame: RigidBodyFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -274,6 +276,15 @@ class SubjectGroup:
         self._joints = [
             list(j.values()) if (j := getattr(c, "joints", None)) else None for c in calibrations
         ]
+        corrections = [
+            c.joint_offset_array() if hasattr(c, "joint_offset_array") else None
+            for c in calibrations
+        ]
+        self._corrections = corrections
+        self._joint_offsets = None  # the refiner's: every subject's, when any has one
+        if any(d is not None for d in corrections):
+            stacked = np.stack([np.zeros((24, 3)) if d is None else d for d in corrections])
+            self._joint_offsets = stacked[0] if len(stacked) == 1 else stacked
         offsets = [s.offsets for s in self.streams]
         if all(o is None for o in offsets):
             self._offsets = None
@@ -334,7 +345,10 @@ class SubjectGroup:
         held = None  # refinement holds the calibrated shapes when every subject has one
         if calibrated and all(b is not None for b in calibrated):
             held = calibrated[0] if len(calibrated) == 1 else np.stack(calibrated)
-        rotmats, trans = session.push(pos, rot, valid, betas=held, joint_centres=centres)
+        offsets = None if session.refiner is None else self._joint_offsets
+        rotmats, trans = session.push(
+            pos, rot, valid, betas=held, joint_centres=centres, joint_offsets=offsets
+        )
         running = None if all(b is not None for b in calibrated) else session.betas
         if len(self.streams) == 1:
             pos, rot, valid, rotmats, trans = (a[None] for a in (pos, rot, valid, rotmats, trans))
@@ -358,6 +372,7 @@ class SubjectGroup:
                     plates_rot=rot[k],
                     plates_valid=valid[k],
                     index=stream.count,
+                    joint_offsets=self._corrections[k],
                 )
             )
         return poses

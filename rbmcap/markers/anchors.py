@@ -130,7 +130,9 @@ def resolve_anchors(body, anchors: tuple[Anchor, ...] | list[Anchor]) -> np.ndar
 
     Args:
         body: a body model with ``v_template`` (V, 3), ``faces`` (F, 3), ``lbs_weights``
-            (V, 24|52) and ``rest_joints()`` (24, 3), all in the canonical rest frame.
+            (V, 24|52) and ``rest_joints()`` (24, 3), all in the canonical rest frame. A body's
+            joint offsets (a subject's joint correction) are left out: the plates stay on the
+            vertices the model's own joints place them on.
         anchors: the anchors to place.
 
     Raises:
@@ -139,6 +141,7 @@ def resolve_anchors(body, anchors: tuple[Anchor, ...] | list[Anchor]) -> np.ndar
     verts = _numpy(body.v_template).astype(np.float64)
     faces = _numpy(body.faces).astype(np.int64)
     joints = _numpy(body.rest_joints()).astype(np.float64).reshape(24, 3)
+    joints = joints - np.asarray(getattr(body, "joint_offsets", 0.0))
     owner = dominant_smpl_joint(_numpy(body.lbs_weights))
     origins = np.stack([bone_point(joints, a) for a in anchors])
     dirs = np.asarray([a.direction for a in anchors], dtype=np.float64)

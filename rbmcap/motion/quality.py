@@ -55,8 +55,9 @@ def ground_penetration_mm(motion: SMPLMotion, kin: MotionKinematics | None = Non
 
 def motion_info(motion: SMPLMotion, body=None) -> dict:
     """Summary of a motion for ``rbmcap motion info`` (quality measured on ``body``, default the
-    stand-in, at the motion's betas)."""
-    kin = MotionKinematics(body if body is not None else standin_body(), motion.betas)
+    stand-in, at the motion's betas and joint offsets)."""
+    body = (body if body is not None else standin_body()).with_joint_offsets(motion.joint_offsets)
+    kin = MotionKinematics(body, motion.betas)
     skate = foot_skate_mm(motion, kin)
     return {
         "name": motion.name,

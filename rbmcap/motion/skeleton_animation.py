@@ -63,7 +63,8 @@ def render_motion(
     """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    kin = MotionKinematics(body if body is not None else standin_body(), motion.betas)
+    body = (body if body is not None else standin_body()).with_joint_offsets(motion.joint_offsets)
+    kin = MotionKinematics(body, motion.betas)
     joints, _ = kin.pose(motion.poses, motion.trans)
     idx = frame_indices(motion.num_frames, motion.fps, out_fps, max_frames)
     step = int(idx[1] - idx[0]) if len(idx) > 1 else 1

@@ -60,6 +60,10 @@ class SMPLMotion:
         fps: frames per second.
         name: a short identifier (file stem, clip name).
         source: free-form metadata (JSON-serialisable): origin file, generator parameters...
+        joint_offsets: None, or (24, 3) float64 m: the subject's joint correction (a
+            calibration's ``joint_offsets``, :meth:`rbmcap.body.BodyModel.with_joint_offsets`),
+            in the body's rest frame: the body that poses this motion has its joints there.
+            Saved as the ``joint_offsets`` array (other AMASS readers ignore it).
     """
 
     poses: np.ndarray
@@ -69,6 +73,7 @@ class SMPLMotion:
     fps: float = 60.0
     name: str = ""
     source: dict[str, Any] = field(default_factory=dict)
+    joint_offsets: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         label = location(sequence=self.name or "motion")
@@ -97,6 +102,11 @@ class SMPLMotion:
         self.gender = _normalise_gender(self.gender, label)
         self.name = str(self.name)
         self.source = dict(self.source)
+        if self.joint_offsets is not None:
+            d = np.array(self.joint_offsets, dtype=np.float64)
+            if d.shape != (NUM_JOINTS, 3) or not np.isfinite(d).all():
+                raise DataError(f"{label}: joint_offsets of shape {d.shape}, expected (24, 3)")
+            self.joint_offsets = d if d.any() else None
 
     # ------------------------------------------------------------------------------ basics
     @property
@@ -133,6 +143,7 @@ class SMPLMotion:
             "fps": self.fps,
             "name": self.name,
             "source": self.source,
+            "joint_offsets": self.joint_offsets,
         }
         fields.update(changes)
         return SMPLMotion(**fields)
@@ -167,7 +178,7 @@ class SMPLMotion:
         """AMASS SMPL+H style arrays: SMPL's hands go to SMPL-H's first index-finger joints."""
         full = np.zeros((self.num_frames, 52, 3), dtype=np.float64)
         full[:, list(SMPLH_TO_SMPL)] = self.poses
-        return {
+        arrays = {
             "poses": full.reshape(self.num_frames, SMPLH_POSE_WIDTH),
             "trans": self.trans,
             "betas": self.betas,
@@ -176,6 +187,9 @@ class SMPLMotion:
             "name": np.array(self.name),
             "source": np.array(json.dumps(self.source, sort_keys=True)),
         }
+        if self.joint_offsets is not None:
+            arrays["joint_offsets"] = self.joint_offsets
+        return arrays
 
     def save(self, path: str | Path) -> Path:
         """Write an AMASS-style ``.npz`` atomically (:func:`rbmcap.atomic.atomic_path`).
@@ -262,6 +276,9 @@ def read_motion(path: str | Path) -> SMPLMotion:
             fps=float(fps.reshape(-1)[0]),
             name=name,
             source=_source(arrays, path),
+            joint_offsets=_numeric(arrays, "joint_offsets", path)
+            if "joint_offsets" in arrays
+            else None,
         )
     except DataError as exc:
         message = str(exc)

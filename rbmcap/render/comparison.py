@@ -74,6 +74,7 @@ class Comparison:
 
 def pose_panel(key: str, label: str, motion: SMPLMotion, body) -> Panel:
     """A panel of ``motion`` posed on ``body`` at the motion's shape."""
+    body = body.with_joint_offsets(motion.joint_offsets)
     joints, _ = MotionKinematics(body, motion.betas).pose(motion.poses, motion.trans)
     return Panel(key, label, motion, joints)
 

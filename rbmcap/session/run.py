@@ -414,6 +414,8 @@ def plate_fit_mm(capture, calib, motion, synth: Synthesizer) -> float:
     """How well an answer fits the plates: the mean distance (mm) between the calibrated
     plates seen and the clean plates ``synth`` puts on the answer's body."""
     names = list(synth.markers.names)
+    if motion.joint_offsets is not None:
+        synth = Synthesizer(synth.body.with_joint_offsets(motion.joint_offsets), synth.markers)
     seen = calib.apply(capture.select(names))
     predicted = synth(motion.poses, motion.trans, np.asarray(motion.betas), fps=motion.fps)
     gap = np.linalg.norm(predicted.pos - seen.pos, axis=-1)[seen.valid]

@@ -41,6 +41,7 @@ class SkinnedMesh:
 
 def skin_motion(body, motion) -> SkinnedMesh:
     """The skinned mesh of ``motion`` (an SMPLMotion) on ``body`` (a BodyModel)."""
+    body = body.with_joint_offsets(motion.joint_offsets)
     betas = torch.as_tensor(motion.betas, dtype=torch.float32)
     with torch.no_grad():
         rest = body(torch.zeros(24, 3), betas).vertices

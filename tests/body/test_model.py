@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import roma
 import smplx
 import torch
 from helpers.bodies import smplh_arrays
@@ -11,7 +12,7 @@ from smplx.utils import Struct
 
 from rbmcap.body import load_body_model, read_model_arrays, standin_path
 from rbmcap.body.files import write_npz_atomic
-from rbmcap.errors import FormatError, ModelError, RBMCapError
+from rbmcap.errors import DataError, FormatError, ModelError, RBMCapError
 
 
 def _random_inputs(seed: int, batch: int, num_betas: int):
@@ -199,3 +200,52 @@ def test_sparse_skinning_cache_built_under_inference_mode_still_allows_gradients
     poses = torch.zeros(2, 24, 3, requires_grad=True)
     body.skin_vertices(ids, poses).sum().backward()
     assert poses.grad is not None and torch.isfinite(poses.grad).all()
+
+
+def _left_knee_offset() -> np.ndarray:
+    d = np.zeros((24, 3))
+    d[4] = [0.012, -0.02, 0.03]  # left knee
+    return d
+
+
+def test_joint_offsets_move_the_joint_and_turn_the_shin_about_it(standin):
+    """Turning only the left knee by R about a centre moved by d: the knee joint is d away, and
+    everything it turns (weight w under the knee) lands (I − R) d · w away from where the
+    uncorrected body puts it; the rest mesh is unchanged."""
+    d = _left_knee_offset()
+    moved = standin.with_joint_offsets(d)
+    assert torch.allclose(moved(torch.zeros(24, 3)).vertices, standin.v_template, atol=1e-6)
+    assert torch.allclose(moved.rest_joints() - standin.rest_joints(), torch.tensor(d).float())
+    poses = torch.zeros(24, 3)
+    poses[4] = torch.tensor([1.1, 0.2, -0.1])
+    rot = roma.rotvec_to_rotmat(poses[4]).double()
+    shift = ((torch.eye(3, dtype=torch.float64) - rot) @ torch.tensor(d[4])).float()
+    before, after = standin(poses), moved(poses)
+    under = standin.lbs_weights[:, [4, 7, 10]].sum(1)  # the knee, ankle and foot
+    expected = before.vertices + under[:, None] * shift
+    assert (after.vertices - expected).abs().max() < 1e-5
+    assert torch.allclose(after.joints[4], before.joints[4] + torch.tensor(d[4]).float(), atol=1e-6)
+    assert torch.allclose(after.joints[7], before.joints[7] + shift, atol=1e-6)
+    assert torch.allclose(after.joints[1], before.joints[1], atol=1e-6)
+
+
+def test_joint_offsets_in_sparse_skinning_joints_and_tangents(standin):
+    moved = standin.with_joint_offsets(_left_knee_offset())
+    poses, betas, trans = _random_inputs(7, 5, standin.num_betas)
+    ids = [100, 1200, 3300, 4500]
+    full = moved(poses, betas, trans)
+    verts, joints = moved.skin_vertices_and_joints(ids, poses, betas, trans)
+    assert (full.vertices[:, ids] - verts).abs().max() < 1e-6
+    assert torch.allclose(moved.pose_joints(poses, betas, trans)[0], joints, atol=1e-6)
+    axes = torch.eye(3).expand(5, 24, 3, 3)
+    v, _, j, _ = moved.skin_vertex_tangents(ids, poses, axes, betas, trans)
+    assert torch.allclose(v, verts, atol=1e-6) and torch.allclose(j, joints, atol=1e-6)
+    assert moved.identity != standin.identity
+    assert np.allclose(moved.joint_offsets, _left_knee_offset())
+    assert standin.with_joint_offsets(None) is standin
+    assert not standin.joint_offsets.any()  # the original is untouched
+
+
+def test_joint_offsets_of_the_wrong_shape_are_refused(standin):
+    with pytest.raises(DataError, match=r"expected \(24, 3\)"):
+        standin.with_joint_offsets(np.zeros((23, 3)))

@@ -223,8 +223,11 @@ def test_a_step_lowers_the_frame_objective(predictor, take):
         torch.as_tensor(a)[None] for a in net.push(take.pos[0], take.rot[0], take.valid[0])
     )
     betas = torch.as_tensor(net.betas)[None]
+    offsets = torch.zeros(1, 24, 3)
+    offsets[0, 4] = torch.tensor([0.01, -0.02, 0.015])  # a subject's left knee moved
     obs = (
         betas,
+        offsets,
         torch.as_tensor(take.pos[0])[None],
         torch.as_tensor(take.rot[0])[None],
         torch.as_tensor(take.valid[0])[None],
@@ -244,11 +247,11 @@ def test_a_step_lowers_the_frame_objective(predictor, take):
         return terms.residuals(xt[None, None, :72], xt[None, None, 72:], base, *obs)[0][0, 0]
 
     # every joint drawn to a centre, so that the joints' rows are checked too
-    obs = (*obs[:6], torch.zeros(1, 24, 3), torch.ones(1, 24, dtype=torch.bool))
+    obs = (*obs[:7], torch.zeros(1, 24, 3), torch.ones(1, 24, dtype=torch.bool))
     exact = torch.autograd.functional.jacobian(residuals, torch.cat([x[0], t[0]]))
     with torch.no_grad():
         # the pose and a step along each unknown
-        r, _ = terms.residuals_of(*step._skin(x, t, base, obs[0]), *obs[1:])
+        r, _ = terms.residuals_of(*step._skin(x, t, base, obs[0], obs[1]), *obs[2:])
     differences = (r[0, 1:] - r[0, 0]).T / step.step
     scale = 0.01 * float(exact.abs().max())
     assert float((differences - exact[:, :72]).abs().max()) < scale
@@ -277,6 +280,7 @@ def test_the_steps_translation_jacobian_is_exact_joint_centres_included(predicto
     context = torch.as_tensor(take.pos[:2])[None].clone()
     obs = (
         torch.as_tensor(net.betas)[None],
+        torch.zeros(1, 24, 3),
         torch.as_tensor(take.pos[0])[None],
         torch.as_tensor(take.rot[0])[None],
         valid,
@@ -293,7 +297,7 @@ def test_the_steps_translation_jacobian_is_exact_joint_centres_included(predicto
 
     exact = torch.autograd.functional.jacobian(residuals, trans[0])
     with torch.no_grad():
-        analytic = step.trans_jacobian(valid, obs[5], seen)[0]
+        analytic = step.trans_jacobian(valid, obs[6], seen)[0]
     assert analytic.shape == exact.shape == (terms.residual_count, 3)
     torch.testing.assert_close(analytic, exact, atol=1e-2, rtol=1e-4)
     sigma_m = load_solver_config("default").weights.joints_sigma_mm * 1e-3

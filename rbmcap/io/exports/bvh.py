@@ -58,6 +58,7 @@ def bvh_channels(motion, rest_joints: np.ndarray) -> tuple[np.ndarray, np.ndarra
 def write_motion_bvh(path: str | Path, motion, body) -> Path:
     """Write ``motion`` (an :class:`~rbmcap.motion.smpl_motion.SMPLMotion`) as a BVH on ``body``'s
     skeleton at the motion's betas (see the module docstring). Written atomically."""
+    body = body.with_joint_offsets(motion.joint_offsets)
     with torch.no_grad():
         rest = body.rest_joints(torch.as_tensor(motion.betas, dtype=torch.float32))
     rest = rest.double().cpu().numpy()

@@ -76,6 +76,7 @@ def fbx_payload(motion, body) -> dict[str, np.ndarray]:
     parents."""
     if motion.num_frames == 0:
         raise DataError(f"motion {motion.name!r}: no frames")
+    body = body.with_joint_offsets(motion.joint_offsets)
     betas = torch.as_tensor(np.asarray(motion.betas[: body.num_betas]), dtype=torch.float32)
     with torch.no_grad():
         rest = body(torch.zeros(24, 3), betas)

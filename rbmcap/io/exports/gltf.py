@@ -92,6 +92,7 @@ def smpl_skin_weights(body) -> tuple[np.ndarray, np.ndarray]:
 
 def _rest(motion, body) -> tuple[np.ndarray, np.ndarray]:
     """Rest vertices (V, 3) and joints (24, 3) at the motion's betas, metres, canonical Y up."""
+    body = body.with_joint_offsets(motion.joint_offsets)
     betas = torch.as_tensor(motion.betas, dtype=torch.float32)
     with torch.no_grad():
         out = body(torch.zeros(24, 3), betas)

@@ -28,6 +28,7 @@ def iter_vertices(motion, body, frames=None, chunk: int = CHUNK_FRAMES) -> Itera
         (frame indices (K,), vertices (K, V, 3) float32 metres, world Z up) per chunk.
     """
     frames = np.arange(motion.num_frames) if frames is None else np.asarray(frames, dtype=int)
+    body = body.with_joint_offsets(motion.joint_offsets)
     betas = torch.as_tensor(motion.betas, dtype=torch.float32)
     for s in range(0, len(frames), chunk):
         idx = frames[s : s + chunk]

@@ -54,6 +54,7 @@ def opensim_markers(motion, body, marker_map: OpenSimMarkerMap) -> np.ndarray:
     ids = markers.resolve(body)
     groups = [[markers.index(v) for v in m.virtual] for m in marker_map.markers]
     used = sorted({i for g in groups for i in g})
+    body = body.with_joint_offsets(motion.joint_offsets)
     with torch.no_grad():
         verts, _ = body.skin_vertices_and_joints(
             torch.as_tensor(ids[used]),
@@ -72,6 +73,7 @@ def smpl_coordinates(motion, body) -> tuple[list[str], np.ndarray]:
     rot = roma.rotvec_to_rotmat(torch.as_tensor(motion.poses, dtype=torch.float64))
     rot[:, 0] = torch.as_tensor(Z_UP_TO_Y_UP) @ rot[:, 0]
     euler = roma.rotmat_to_euler("XYZ", rot, degrees=True).numpy()  # (T, 24, 3)
+    body = body.with_joint_offsets(motion.joint_offsets)
     with torch.no_grad():
         betas = torch.as_tensor(np.asarray(motion.betas[: body.num_betas]), dtype=torch.float32)
         rest = body.rest_joints(betas).double().numpy()

@@ -91,6 +91,7 @@ class _Track:
         self.frames = _Chunks((), np.int64)
         self.times = _Chunks((), np.float64)
         self.betas: np.ndarray | None = None
+        self.joint_offsets: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self.frames.count
@@ -101,6 +102,7 @@ class _Track:
         self.frames.append(pose.frame)
         self.times.append(pose.timestamp)
         self.betas = np.array(pose.betas, dtype=np.float32)
+        self.joint_offsets = pose.joint_offsets
 
     def motion(self, name: str) -> SMPLMotion:
         """The poses as an :class:`SMPLMotion` (module docstring: fps, betas, source)."""
@@ -128,6 +130,7 @@ class _Track:
                 "last_frame": int(frames[-1]),
                 "frames_missing": int(np.maximum(steps - 1, 0).sum()),
             },
+            joint_offsets=self.joint_offsets,
         )
 
     def _fps(self) -> float:

@@ -249,3 +249,18 @@ def test_joint_offsets_in_sparse_skinning_joints_and_tangents(standin):
 def test_joint_offsets_of_the_wrong_shape_are_refused(standin):
     with pytest.raises(DataError, match=r"expected \(24, 3\)"):
         standin.with_joint_offsets(np.zeros((23, 3)))
+
+
+def test_per_pose_joint_offsets_equal_a_corrected_body(standin):
+    """Two subjects in one batch, each with its own correction, skin as two corrected bodies."""
+    poses, betas, trans = _random_inputs(9, 2, standin.num_betas)
+    d = np.stack([_left_knee_offset(), -_left_knee_offset()[::-1]])
+    ids = [100, 1200, 3300, 4500]
+    axes = torch.eye(3).expand(2, 24, 3, 3)
+    both = standin.skin_vertex_tangents(ids, poses, axes, betas, trans, joint_offsets=d)
+    for k in range(2):
+        one = standin.with_joint_offsets(d[k]).skin_vertex_tangents(
+            ids, poses[k], axes[k], betas[k], trans[k]
+        )
+        for a, b in zip(both, one, strict=True):
+            assert torch.allclose(a[k], b, atol=1e-6)

@@ -159,3 +159,32 @@ def test_every_backend_draws_the_joints_as_the_trace_does(predictor, walk, backe
     traced = refined_joints(predictor, obs, calib)
     other = refined_joints(predictor, obs, calib, backend)
     assert float(np.abs(other - traced).max()) < 1e-3
+
+
+def test_a_calibrations_joint_correction_reaches_the_refiner_and_the_poses(predictor, walk):
+    """A calibration's joint offsets move the refined body's joints (the plates then sit on a
+    body whose knee turns about another centre, so the refined poses change) and travel with
+    every pose the group sends, for the sinks and recordings to pose the same body."""
+    obs, _, betas = walk
+    moved = calibration(betas)
+    moved.joint_offsets = {"left_knee": np.array([0.0, 0.02, 0.03])}
+    template = predictor.stream(backend="trace", refine=DETERMINISTIC)
+    names = tuple(load_marker_set("rbm14").names)
+    answers = []
+    for calib in (calibration(betas), moved):
+        group = SubjectGroup([SubjectStream(Subject("", calib), predictor)], template, phases=1)
+        poses = [
+            group.pose(RigidBodyFrame(t, t / 60.0, 0.0, names, *obs_at(obs, t)))[0]
+            for t in range(10)
+        ]
+        answers.append(poses)
+    plain, corrected = answers
+    assert plain[-1].joint_offsets is None
+    np.testing.assert_array_equal(corrected[-1].joint_offsets, moved.joint_offset_array())
+    knee = SMPL_JOINT_NAMES.index("left_knee")
+    turned = [np.abs(a.rotmats[knee] - b.rotmats[knee]).max() for a, b in zip(plain, corrected)]
+    assert max(turned) > 1e-3
+
+
+def obs_at(obs, t):
+    return obs.pos[t], obs.rot[t], obs.valid[t]

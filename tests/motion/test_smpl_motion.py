@@ -155,3 +155,13 @@ def test_rotation_between_turns_one_direction_onto_the_other(a, b):
     rot = rotation_between(a, b)
     assert torch.allclose(rot @ rot.T, torch.eye(3, dtype=torch.float64), atol=1e-9)
     assert torch.allclose(rot @ (a / a.norm()), b / b.norm(), atol=1e-7)
+
+
+def test_a_subject_s_joint_offsets_survive_the_file(tmp_path):
+    d = np.zeros((24, 3))
+    d[4] = [0.0, 0.015, 0.02]
+    m = SMPLMotion(np.zeros((3, 24, 3)), np.zeros((3, 3)), joint_offsets=d)
+    back = read_motion(m.save(tmp_path / "m.npz"))
+    np.testing.assert_array_equal(back.joint_offsets, d)
+    assert back[1:].joint_offsets is not None  # kept by slices
+    assert read_motion(m.replace(joint_offsets=None).save(tmp_path / "n.npz")).joint_offsets is None

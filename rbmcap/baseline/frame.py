@@ -8,14 +8,20 @@ For each of S subjects, one frame t is solved with the betas held, against the s
       + w_prior · NLL_GMM(θ_body) + w_l2 · ‖θ_body‖²                        pose prior
       + s · Σ_i ‖(p̂_i − 2 c¹_i + c²_i) · fps²‖² / σ_a²                     smoothness
       + Σ_k m_k ‖J_k − c_k‖² / σ_j²                                           joint centres
+      + Σ_h ‖(I − a_h a_hᵀ) θ_h‖² / σ_h²                                        hinges
 
 with c¹, c² the predicted plate positions of the two frames solved before (held; ``s`` is 1 when
 there are two, else 0), J_k the body's 24 joints and c_k the centres a calibration measured from
 the plates' motion, where this frame's plates put them
 (:func:`rbmcap.calibrate.functional.joint_centres`; m_k is 1 where a plate of joint k is seen,
-else 0: for a subject without measured joints every m_k is zero and the term vanishes), the rest
-as in the solver. The unknowns are x = (ω (3), θ_body (69)) and the translation t (3): the global
-orientation is exp(ω)·R_base, a correction of the start's R_base, as in the solver.
+else 0: for a subject without measured joints every m_k is zero and the term vanishes), θ_h the
+axis-angle of each calibrated hinge h (a knee or elbow that turned about one axis a_h in the
+calibration's takes, :func:`rbmcap.calibrate.functional.hinge_axes`) and σ_h the solver's
+``hinge_sigma_deg`` (0: no hinges), the rest as in the solver. The hinge term is quadratic in θ
+with a constant Hessian, as the pose L2 term: each subject's ``hinges`` (S, 23, 3, 3) hold
+(I − a aᵀ) for its hinges and zeros elsewhere, so the kernels' shapes do not depend on them.
+The unknowns are x = (ω (3), θ_body (69)) and the translation t (3): the global orientation is
+exp(ω)·R_base, a correction of the start's R_base, as in the solver.
 
 The data and smoothness terms are a sum of squared residuals r(x, t): the plate position errors
 over σ_p, the plate rotation errors as rotation vectors log(R_iᵀ R̂_i) over σ_r (their squared
@@ -99,6 +105,8 @@ class FrameTerms(torch.nn.Module):
         self.rotation_scale = 1.0 / math.radians(weights.rotation_sigma_deg)
         self.accel_scale = fps**2 / weights.accel_sigma if weights.accel_sigma > 0 else 0.0
         self.joint_scale = 1.0 / (weights.joints_sigma_mm * 1e-3)
+        hinge = float(weights.hinge_sigma_deg)
+        self.hinge_weight = 1.0 / math.radians(hinge) ** 2 if hinge > 0 else 0.0
         self.pose_l2 = float(weights.pose_l2)
         self.prior_weight = float(weights.prior) if prior is not None else 0.0
         if prior is not None and tuple(prior.joints) != PRIOR_JOINTS:
@@ -120,7 +128,20 @@ class FrameTerms(torch.nn.Module):
         return 9 * len(self.topology.centre) + 3 * JOINTS
 
     def residuals(
-        self, x, trans, base, betas, offsets, pos, rot, valid, context, smooth, centres, seen
+        self,
+        x,
+        trans,
+        base,
+        betas,
+        offsets,
+        pos,
+        rot,
+        valid,
+        context,
+        smooth,
+        centres,
+        seen,
+        hinges,
     ):
         """The residuals r at R poses of each subject.
 
@@ -135,6 +156,8 @@ class FrameTerms(torch.nn.Module):
             smooth: (S,) 1 where the context holds two solved frames, else 0.
             centres, seen: (S, 24, 3) m the joint centres the plates put the joints at, and
                 (S, 24) bool where there is one (unseen entries may hold anything).
+            hinges: (S, 23, 3, 3) each body joint's (I − a aᵀ) where it is a hinge, else zero
+                (not a residual here: :meth:`hinge_terms`).
 
         Returns:
             (residuals (S, R, 9N + 72), predicted plate positions (S, R, N, 3)).
@@ -190,12 +213,25 @@ class FrameTerms(torch.nn.Module):
         jacobian = root_half * self.prior_factors[k].transpose(-1, -2)
         return self.prior_weight * nll, residual, jacobian
 
-    def objective(self, r, body_pose):
+    def hinge_terms(self, body_pose, hinges):
+        """The hinges at ``body_pose`` (S, R, 69) or (S, 69), with ``hinges`` (S, 23, 3, 3)
+        (:meth:`residuals`): (their objective (S, R) or (S,), its constant Hessian (S, 69, 69)
+        over 2: the blocks (I − a aᵀ) / σ_h² on the diagonal)."""
+        s = hinges.shape[0]
+        weighted = hinges * self.hinge_weight  # (S, 23, 3, 3)
+        theta = body_pose.reshape(s, -1, 23, 3)
+        e = torch.einsum("srja,sjab,srjb->sr", theta, weighted, theta)
+        blocks = torch.diag_embed(weighted.permute(0, 2, 3, 1))  # (S, 3, 3, 23, 23)
+        hess = blocks.permute(0, 3, 1, 4, 2).reshape(s, 69, 69)
+        return e.reshape(body_pose.shape[:-1]), hess
+
+    def objective(self, r, body_pose, hinges):
         """E (S, R) from the residuals (S, R, 9N + 72) of R poses and their body poses
-        (S, R, 69) (or (S,) from (S, 9N + 72) and (S, 69))."""
+        (S, R, 69) (or (S,) from (S, 9N + 72) and (S, 69)), with the subjects' ``hinges``."""
         lead = body_pose.shape[:-1]
         prior = self.prior_terms(body_pose.reshape(-1, 69))[0].reshape(lead)
-        return self.squares(r) + prior + self.pose_l2 * (body_pose * body_pose).sum(-1)
+        hinge = self.hinge_terms(body_pose, hinges)[0]
+        return self.squares(r) + prior + self.pose_l2 * (body_pose * body_pose).sum(-1) + hinge
 
     def squares(self, r):
         """‖r‖² (...,) of residuals (..., 9N + 72), the plates' and the joints' summed apart:
@@ -212,7 +248,7 @@ class FrameStart(torch.nn.Module):
 
     ``forward(prev_x (S, 72), prev_trans (S, 3), prev_base (S, 3, 3), has_prev (S,) bool,
     net_rotmats (S, 24, 3, 3), net_trans (S, 3), betas, offsets, pos, rot, valid, context, smooth,
-    centres, seen)`` → (x (S, 72), trans (S, 3), base (S, 3, 3), E (S,), predicted plate
+    centres, seen, hinges)`` → (x (S, 72), trans (S, 3), base (S, 3, 3), E (S,), predicted plate
     positions (S, N, 3)) of the start, its ω zero (``base`` is its global orientation).
     """
 
@@ -235,7 +271,7 @@ class FrameStart(torch.nn.Module):
         trans = torch.stack([prev_trans, net_trans], dim=1)
         base = torch.stack([prev_base, net_rotmats[:, 0]], dim=1)
         r, pp = self.terms.residuals(x, trans, base, *observations)
-        e = self.terms.objective(r, x[..., 3:])  # (S, 2)
+        e = self.terms.objective(r, x[..., 3:], observations[-1])  # (S, 2)
         net = e[:, 1] < e[:, 0]
         return (
             torch.where(net[:, None], net_x, prev_x),
@@ -251,12 +287,12 @@ class FrameFinish(torch.nn.Module):
     frame's answer and what the stream keeps for the next frame.
 
     ``forward(x (S, 72), trans (S, 3), best_e (S,), best_x, best_trans, best_plates (S, N, 3),
-    base, net_rotmats (S, 24, 3, 3), net_trans (S, 3), solved (S,), betas, offsets, pos, rot, valid,
-    context, smooth)`` → (best_e, the answer's local rotations (S, 24, 3, 3) and translation
-    (S, 3): the best pose's where a plate is seen, else the network's; the next frame's memory:
-    the best unknowns with ω zero (S, 72), the context (S, 2, N, 3) of the last two frames' plate
-    positions, the count of frames refined in a row (S,) up to 2, and whether this frame was
-    refined (S,) bool).
+    base, net_rotmats (S, 24, 3, 3), net_trans (S, 3), solved (S,), betas, offsets, pos, rot,
+    valid, context, smooth, centres, seen, hinges)`` → (best_e, the answer's local rotations
+    (S, 24, 3, 3) and translation (S, 3): the best pose's where a plate is seen, else the
+    network's; the next frame's memory: the best unknowns with ω zero (S, 72), the context
+    (S, 2, N, 3) of the last two frames' plate positions, the count of frames refined in a row
+    (S,) up to 2, and whether this frame was refined (S,) bool).
     """
 
     def __init__(self, terms: FrameTerms) -> None:
@@ -279,7 +315,7 @@ class FrameFinish(torch.nn.Module):
     ):
         terms = self.terms
         r, pp = terms.residuals(x[:, None], trans[:, None], base, *observations)
-        e = terms.objective(r[:, 0], x[:, 3:])
+        e = terms.objective(r[:, 0], x[:, 3:], observations[-1])
         best_e, best_x, best_trans, best_plates = keep_better(
             e, x, trans, pp[:, 0], best_e, best_x, best_trans, best_plates
         )
@@ -299,7 +335,7 @@ class LMStep(torch.nn.Module):
 
     ``forward(x (S, 72), trans (S, 3), damping (S,), best_e (S,), best_x, best_trans,
     best_plates (S, N, 3), base, betas, offsets, pos, rot, valid, context, smooth, centres,
-    seen)``: E
+    seen, hinges)``: E
     and its Jacobian
     at x; x becomes the best where E(x) ≤ the best E, and the damping shrinks by
     ``damping_factor`` (not below ``damping_floor``); elsewhere the damping grows by it (up to
@@ -335,7 +371,7 @@ class LMStep(torch.nn.Module):
         self, x, trans, damping, best_e, best_x, best_trans, best_plates, base, *observations
     ):
         terms = self.terms
-        betas, offsets, *rest = observations
+        betas, offsets, *rest, hinges = observations
         r, pp = terms.residuals_of(*self._skin(x, trans, base, betas, offsets), *rest)
         r0 = r[:, 0]
         jac = (r[:, 1:] - r0[:, None]).transpose(1, 2) / self.step  # (S, 9N + 72, 72)
@@ -343,7 +379,9 @@ class LMStep(torch.nn.Module):
         jac = torch.cat([jac, j_trans], dim=2)  # (S, 9N + 72, 75)
         body_pose = x[:, 3:]
         prior_e, prior_r, prior_j = terms.prior_terms(body_pose)
+        hinge_e, hinge_h = terms.hinge_terms(body_pose, hinges)
         e = terms.squares(r0) + prior_e + terms.pose_l2 * (body_pose * body_pose).sum(-1)
+        e = e + hinge_e
         jac_t = jac.transpose(1, 2)
         hess = jac_t @ jac
         # the plates' rows and the joints' apart (as :meth:`FrameTerms.squares`): one product
@@ -354,8 +392,10 @@ class LMStep(torch.nn.Module):
         # the prior's block sits at the body pose's rows and columns 3..71 (pad: ω before, t
         # after)
         prior_jt = prior_j.transpose(1, 2)
-        hess = hess + functional.pad(prior_jt @ prior_j + terms.pose_l2 * self.eye69, (3, 3, 3, 3))
+        body_h = prior_jt @ prior_j + terms.pose_l2 * self.eye69 + hinge_h
+        hess = hess + functional.pad(body_h, (3, 3, 3, 3))
         prior_g = (prior_jt @ prior_r[..., None])[..., 0] + terms.pose_l2 * body_pose
+        prior_g = prior_g + (hinge_h @ body_pose[..., None])[..., 0]
         grad = grad + functional.pad(prior_g, (3, 3))
         diag = torch.diagonal(hess, dim1=1, dim2=2)
         damped = hess + torch.diag_embed(damping[:, None] * diag + 1e-9)

@@ -40,6 +40,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from rbmcap.baseline.config import SolverConfig, load_solver_config
@@ -52,6 +53,7 @@ from rbmcap.baseline.frame import (
     LMStep,
 )
 from rbmcap.baseline.prior import GaussianMixturePrior, default_pose_prior, load_pose_prior
+from rbmcap.calibrate.functional import hinge_axes, rest_plate_rotations
 from rbmcap.errors import ConfigError
 from rbmcap.inference.capture import checkpoint_body
 from rbmcap.inference.compiled import compiled_step, frozen
@@ -200,6 +202,7 @@ class Refiner:
         )
         ref = body.v_template
         self.dtype, self.device = ref.dtype, ref.device
+        self.body, self.markers = body, markers
         self.plates, self.num_betas = len(vertex_ids), body.num_betas
         s, kw = self.subjects, {"dtype": self.dtype, "device": self.device}
         # a frame without measured joints: every centre unseen (the term is zero)
@@ -209,6 +212,8 @@ class Refiner:
         )
         # no subject's joint correction: the joints where the body's regressor puts them
         self._no_offsets = torch.zeros(s, JOINTS, 3, **kw)
+        # no subject's hinges: every body joint a ball joint
+        self._no_hinges = torch.zeros(s, JOINTS - 1, 3, 3, **kw)
         terms = FrameTerms(body, topology, config.weights, prior, float(predictor.fps))
         self._modules = (
             FrameStart(terms),
@@ -251,6 +256,7 @@ class Refiner:
             st.solved,
             torch.zeros(s, JOINTS, 3, **kw),
             torch.ones(s, JOINTS, dtype=torch.bool, device=self.device),
+            torch.zeros(s, JOINTS - 1, 3, 3, **kw),
         )
         net = (eye.expand(s, 24, 3, 3).contiguous(), st.trans)
         best = (torch.full((s,), math.inf, **kw), st.x, st.trans, st.context[:, 1])
@@ -276,11 +282,29 @@ class Refiner:
                     kernel(*example)
                 self.cost[name].seed([_timed(kernel, example) for _ in range(KernelCost.WINDOW)])
             st, (net_rot, net_trans, *obs) = self.state(), examples[0][4:11]
-            centres = examples[0][13:15]
+            centres = examples[0][13:16]
             rest = self.cost["rest"]
             for _ in range(KernelCost.WINDOW):  # frames without steps: the rest's cost
                 self._frame(st, net_rot, net_trans, *obs, *centres, steps=0)
             rest.seed(list(rest.times))
+
+    def calibration_hinges(self, calibration) -> np.ndarray | None:
+        """(23, 3, 3) (I − a aᵀ) for each body joint ``calibration`` found turning as a hinge
+        about a (its axis in the joint's parent frame on this body at the calibrated shape,
+        :func:`rbmcap.calibrate.functional.hinge_axes`), zero elsewhere; None when it found no
+        hinge or measured no joints."""
+        joints = getattr(calibration, "joints", None)
+        if not joints:
+            return None
+        names = list(self.markers.names)
+        rest = rest_plate_rotations(self.body, self.markers, calibration.betas)
+        rotation = calibration.offsets(names).rotation
+        ids, axes = hinge_axes(joints.values(), rest, rotation, names)
+        if not len(ids):
+            return None
+        out = np.zeros((JOINTS - 1, 3, 3))
+        out[ids - 1] = np.eye(3) - axes[:, :, None] * axes[:, None, :]
+        return out
 
     # ---------------------------------------------------------------------------- frame
     @torch.no_grad()
@@ -296,6 +320,7 @@ class Refiner:
         started=None,
         joint_centres=None,
         joint_offsets=None,
+        hinges=None,
     ):
         """Refine one frame of S subjects (tensors on the refiner's device; pos, rot, rotmats
         and trans in its dtype).
@@ -316,6 +341,10 @@ class Refiner:
             joint_offsets: None, or (S, 24, 3) m each subject's joint correction (a
                 calibration's, :meth:`rbmcap.body.BodyModel.with_joint_offsets`): the body's
                 joints moved there.
+            hinges: None, or (S, 23, 3, 3) each subject's (I − a aᵀ) for each body joint that
+                its calibration found turning as a hinge about a (in the joint's parent frame,
+                :func:`rbmcap.calibrate.functional.hinge_axes`), zero elsewhere; held by the
+                configuration's ``weights.hinge_sigma_deg`` (0: free).
 
         Returns:
             (rotmats (S, 24, 3, 3), trans (S, 3)): the best iterate within the budget, or the
@@ -341,6 +370,7 @@ class Refiner:
             return rotmats, trans
         centres, seen = self._no_centres if joint_centres is None else joint_centres
         offsets = self._no_offsets if joint_offsets is None else joint_offsets
+        hinges = self._no_hinges if hinges is None else hinges
         return self._frame(
             state,
             rotmats,
@@ -352,6 +382,7 @@ class Refiner:
             valid,
             centres,
             seen,
+            hinges,
             t0=t0,
             anchor=anchor,
         )
@@ -374,6 +405,7 @@ class Refiner:
         valid,
         centres,
         seen,
+        hinges,
         t0=None,
         anchor=None,
         steps=None,
@@ -387,7 +419,7 @@ class Refiner:
         cap = self.options.max_iterations if steps is None else steps
         cap = math.inf if cap is None else cap
         smooth = (state.solved >= 2).to(self.dtype)
-        obs = (betas, offsets, pos, rot, valid, state.context, smooth, centres, seen)
+        obs = (betas, offsets, pos, rot, valid, state.context, smooth, centres, seen, hinges)
         x, t, base, e, plates = self._start(
             state.x, state.trans, state.base, state.has_prev, rotmats, trans, *obs
         )

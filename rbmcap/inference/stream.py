@@ -231,7 +231,7 @@ class StreamSession:
 
     @torch.inference_mode()
     def push(
-        self, pos, rot, valid, betas=None, joint_centres=None, joint_offsets=None
+        self, pos, rot, valid, betas=None, joint_centres=None, joint_offsets=None, hinges=None
     ) -> tuple[np.ndarray, np.ndarray]:
         """One frame: pos (N, 3) m, rot (N, 3, 3), valid (N,) bool (a leading S for S
         subjects); ``betas`` (B,) (S, B for S subjects): the shape refinement holds (a
@@ -240,7 +240,10 @@ class StreamSession:
         (:func:`rbmcap.calibrate.functional.joint_centres`), as ((24, 3) m, (24,) bool where
         there is one) (a leading S for S subjects), drawing refinement's joints;
         ``joint_offsets``: None, or the subject's joint correction (24, 3) m (a leading S for S
-        subjects; a calibration's ``joint_offset_array()``), the body's joints moved there.
+        subjects; a calibration's ``joint_offset_array()``), the body's joints moved there;
+        ``hinges``: None, or (23, 3, 3) (I − a aᵀ) per body joint the calibration found turning
+        as a hinge about a, zero elsewhere (a leading S for S subjects;
+        :meth:`rbmcap.inference.refine.Refiner.refine`).
 
         Returns (rotmats (24, 3, 3) local, joint 0 global; trans (3,) m) for that frame (a
         leading S for S subjects), refined when the session refines.
@@ -259,7 +262,9 @@ class StreamSession:
             if joint_centres is not None:
                 joint_centres = self._centres(*joint_centres)
             if joint_offsets is not None:
-                joint_offsets = self._offsets(joint_offsets)
+                joint_offsets = self._per_subject(joint_offsets, (24, 3), "joint offsets")
+            if hinges is not None:
+                hinges = self._per_subject(hinges, (23, 3, 3), "hinges")
             rotmats, trans = self.refiner.refine(
                 self._refined,
                 rotmats,
@@ -271,6 +276,7 @@ class StreamSession:
                 started=started,
                 joint_centres=joint_centres,
                 joint_offsets=joint_offsets,
+                hinges=hinges,
             )
         if self.subjects == 1:
             rotmats, trans = rotmats[0], trans[0]
@@ -308,17 +314,15 @@ class StreamSession:
             rotmats, trans = rotmats[None], trans[None]
         return rotmats, trans, lambda: (carry[1][:, 0] / self._count).float()
 
-    def _offsets(self, offsets) -> torch.Tensor:
-        """Joint offsets as the refiner's (S, 24, 3) tensor, or DataError when they are not
-        shaped (24, 3) (a leading S for S subjects)."""
+    def _per_subject(self, values, shape: tuple[int, ...], what: str) -> torch.Tensor:
+        """Each subject's ``values`` as the refiner's (S, *shape) tensor, or DataError when they
+        are not shaped ``shape`` (a leading S for S subjects)."""
         lead = (self.subjects,) if self.subjects > 1 else ()
-        offsets = np.asarray(offsets)
-        if offsets.shape != (*lead, 24, 3):
-            raise DataError(
-                f"a streamed frame's joint offsets {offsets.shape}: expected {(*lead, 24, 3)}"
-            )
+        values = np.asarray(values)
+        if values.shape != (*lead, *shape):
+            raise DataError(f"a streamed frame's {what} {values.shape}: expected {(*lead, *shape)}")
         r = self.refiner
-        return torch.as_tensor(offsets, dtype=r.dtype, device=r.device).reshape(-1, 24, 3)
+        return torch.as_tensor(values, dtype=r.dtype, device=r.device).reshape(-1, *shape)
 
     def _centres(self, centres, seen) -> tuple[torch.Tensor, torch.Tensor]:
         """Joint centres and where they are seen as the refiner's (S, 24, 3) and (S, 24)

@@ -201,6 +201,7 @@ class SubjectGroup:
         self._joints: list[list | None] = []  # each subject's measured joints, or None
         self._corrections: list[np.ndarray | None] = []  # each subject's joint correction
         self._joint_offsets: np.ndarray | None = None  # the same, stacked for the refiner
+        self._hinges: np.ndarray | None = None  # each subject's hinges, for the refiner
 
     # ----------------------------------------------------------------------- plates
     def plates(self, frame: RigidBodyFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -281,10 +282,11 @@ class SubjectGroup:
             for c in calibrations
         ]
         self._corrections = corrections
-        self._joint_offsets = None  # the refiner's: every subject's, when any has one
-        if any(d is not None for d in corrections):
-            stacked = np.stack([np.zeros((24, 3)) if d is None else d for d in corrections])
-            self._joint_offsets = stacked[0] if len(stacked) == 1 else stacked
+        self._joint_offsets = _stacked(corrections, (24, 3))
+        refiner = self.template.refiner
+        if refiner is not None:
+            hinges = [refiner.calibration_hinges(c) for c in calibrations]
+            self._hinges = _stacked(hinges, (23, 3, 3))
         offsets = [s.offsets for s in self.streams]
         if all(o is None for o in offsets):
             self._offsets = None
@@ -345,9 +347,15 @@ class SubjectGroup:
         held = None  # refinement holds the calibrated shapes when every subject has one
         if calibrated and all(b is not None for b in calibrated):
             held = calibrated[0] if len(calibrated) == 1 else np.stack(calibrated)
-        offsets = None if session.refiner is None else self._joint_offsets
+        refined = session.refiner is not None
         rotmats, trans = session.push(
-            pos, rot, valid, betas=held, joint_centres=centres, joint_offsets=offsets
+            pos,
+            rot,
+            valid,
+            betas=held,
+            joint_centres=centres,
+            joint_offsets=self._joint_offsets if refined else None,
+            hinges=self._hinges if refined else None,
         )
         running = None if all(b is not None for b in calibrated) else session.betas
         if len(self.streams) == 1:
@@ -376,3 +384,12 @@ class SubjectGroup:
                 )
             )
         return poses
+
+
+def _stacked(values: list, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Each subject's array (None: zeros of ``shape``) stacked, without the leading axis for one
+    subject; None when no subject has one."""
+    if all(v is None for v in values):
+        return None
+    stacked = np.stack([np.zeros(shape) if v is None else v for v in values])
+    return stacked[0] if len(stacked) == 1 else stacked

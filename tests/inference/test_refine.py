@@ -234,6 +234,7 @@ def test_a_step_lowers_the_frame_objective(predictor, take):
         st.context,
         st.solved,
         *refiner._no_centres,
+        refiner._no_hinges,
     )
     with torch.no_grad():
         x, t, base, e0, plates = start(st.x, st.trans, st.base, st.has_prev, rotmats, trans, *obs)
@@ -247,11 +248,11 @@ def test_a_step_lowers_the_frame_objective(predictor, take):
         return terms.residuals(xt[None, None, :72], xt[None, None, 72:], base, *obs)[0][0, 0]
 
     # every joint drawn to a centre, so that the joints' rows are checked too
-    obs = (*obs[:7], torch.zeros(1, 24, 3), torch.ones(1, 24, dtype=torch.bool))
+    obs = (*obs[:7], torch.zeros(1, 24, 3), torch.ones(1, 24, dtype=torch.bool), obs[-1])
     exact = torch.autograd.functional.jacobian(residuals, torch.cat([x[0], t[0]]))
     with torch.no_grad():
         # the pose and a step along each unknown
-        r, _ = terms.residuals_of(*step._skin(x, t, base, obs[0], obs[1]), *obs[2:])
+        r, _ = terms.residuals_of(*step._skin(x, t, base, obs[0], obs[1]), *obs[2:-1])
     differences = (r[0, 1:] - r[0, 0]).T / step.step
     scale = 0.01 * float(exact.abs().max())
     assert float((differences - exact[:, :72]).abs().max()) < scale
@@ -288,6 +289,7 @@ def test_the_steps_translation_jacobian_is_exact_joint_centres_included(predicto
         torch.ones(1),
         centres,
         seen,
+        torch.zeros(1, 23, 3, 3),
     )
     x = torch.cat([torch.zeros(3), roma.rotmat_to_rotvec(rotmats[0, 1:]).flatten()])
     base = rotmats[:, 0]
@@ -356,3 +358,25 @@ def test_compiled_kernels_refine_as_the_eager_ones(predictor, take):
     for (r0, t0), (r1, t1) in zip(answers["eager"], answers["compiled"]):
         np.testing.assert_allclose(r0, r1, atol=2e-3)
         np.testing.assert_allclose(t0, t1, atol=2e-4)
+
+
+def test_a_hinges_term_is_its_turn_off_the_axis_over_sigma_squared(predictor):
+    """E_h = Σ ‖θ_h − (θ_h·a) a‖² / σ_h², built from the axis alone, and its Hessian's quadratic
+    form gives it back; joints that are not hinges add nothing."""
+    options = RefineOptions(
+        0.0, config=load_solver_config("default", {"weights.hinge_sigma_deg": 2.0})
+    )
+    terms: FrameTerms = Refiner(predictor, options)._modules[0].terms
+    axis = np.array([0.9, 0.3, -0.3]) / np.linalg.norm([0.9, 0.3, -0.3])
+    hinges = torch.zeros(1, 23, 3, 3, dtype=torch.float64)
+    hinges[0, 4 - 1] = torch.as_tensor(np.eye(3) - np.outer(axis, axis))  # the left knee
+    gen = torch.Generator().manual_seed(1)
+    pose = 0.3 * torch.randn(1, 69, generator=gen, dtype=torch.float64)
+    knee = pose[0, 9:12].numpy()
+    off = knee - (knee @ axis) * axis
+    expected = float(off @ off) / np.radians(2.0) ** 2
+    e, hess = terms.hinge_terms(pose.float(), hinges.float())
+    assert float(e[0]) == pytest.approx(expected, rel=1e-4)
+    assert float(pose.float()[0] @ hess[0] @ pose.float()[0]) == pytest.approx(expected, rel=1e-4)
+    pose[0, 9:12] = torch.as_tensor(1.3 * axis)  # a turn about the axis alone costs nothing
+    assert float(terms.hinge_terms(pose.float(), hinges.float())[0][0]) < 1e-5 * expected

@@ -152,14 +152,19 @@ def end_to_end(hinge_degrees: list[float]) -> None:
     for line in calib.report.functional:
         print(" ", line)
     bare = copy.copy(calib)
-    bare.joints = {}
+    bare.joints, bare.joint_offsets = {}, {}
+    centres_only = copy.copy(calib)
+    centres_only.joint_offsets = {}
     pred = S.predictor()
     oracle = S.oracle_calibration(sess)
     print("| method | calibrated | perfect calib | ms/frame |")
     print("|---|---|---|---|")
     row = [S.mpjpe_mm(pred.predict_capture(sess.capture, c), sess) for c in (calib, oracle)]
     print(f"| network | {row[0]:.2f} | {row[1]:.2f} | |")
-    runs = [("refined, offsets only", bare, 0.0), ("refined, joint centres", calib, 0.0)]
+    print(f"| network, no joint correction | {S.mpjpe_mm(pred.predict_capture(sess.capture, centres_only), sess):.2f} | | |")
+    runs = [("refined, offsets only", bare, 0.0)]
+    runs += [("refined, joint centres, no joint correction", centres_only, 0.0)]
+    runs += [("refined, joint centres and correction", calib, 0.0)]
     runs += [(f"refined, joint centres + hinges {h:g}°", calib, h) for h in hinge_degrees]
     for name, c, hinge in runs:
         config = load_solver_config("refine", {"weights.hinge_sigma_deg": hinge})

@@ -77,6 +77,7 @@ def calibrate(
     weights: FitWeights | None = None,
     max_frames: int = 40,
     iterations: tuple[int, int, int] = (60, 150, 400),
+    joint_offsets: bool = True,
 ) -> Calibration:
     """Calibrate the physical plates of one session's captures to the virtual plates of
     ``synth`` (see the module docstring).
@@ -93,6 +94,8 @@ def calibrate(
         weights: the objective's scales (:class:`FitWeights`).
         max_frames: most frames chosen per capture.
         iterations: L-BFGS iterations of the pose, positions and full stages.
+        joint_offsets: keep the subject's joint correction (:func:`subject_joints`) in the
+            calibration; False: the body model's joints.
 
     Returns:
         the :class:`Calibration`, with its diagnostics in ``.report``.
@@ -117,7 +120,7 @@ def calibrate(
     check_plausible(report, fit, state)
     calib = _calibration(state, report, caps, chosen, names)
     calib.joints = functional_joints(fit, state, caps, synth.markers)
-    calib.joint_offsets = subject_joints(calib, synth)
+    calib.joint_offsets = subject_joints(calib, synth) if joint_offsets else {}
     report.functional = [_describe(j, calib.joint_offsets) for j in calib.joints.values()]
     return calib
 
@@ -285,6 +288,7 @@ def calibrate_files(
     prior: str | None = None,
     check: bool = True,
     tpose: bool = False,
+    joint_offsets: bool = True,
 ) -> tuple[Calibration, dict]:
     """Calibrate the capture files ``capture_paths`` (one session) and write ``out`` (YAML,
     atomically; nothing is written when the fit is refused).
@@ -297,6 +301,7 @@ def calibrate_files(
         check: also fit every frame of the takes with the calibration held and report residuals
             and slips (``report.takes``).
         tpose: the quick T-pose calibration (one capture starting with a T-pose).
+        joint_offsets: keep the subject's joint correction (:func:`calibrate`).
 
     Returns the calibration and a JSON-ready summary (:func:`summary`).
     """
@@ -315,7 +320,14 @@ def calibrate_files(
         window = specs[0] if isinstance(specs[0], tuple) else None
         calib = calibrate_tpose(captures[0], synth, frames=window, betas=given)
     else:
-        calib = calibrate(captures, synth, frames=specs, betas=given, prior=pose_prior)
+        calib = calibrate(
+            captures,
+            synth,
+            frames=specs,
+            betas=given,
+            prior=pose_prior,
+            joint_offsets=joint_offsets,
+        )
         if check:
             caps = session_captures(captures, list(synth.markers.names), synth.markers.name)
             calib.report.takes = check_takes(calib, caps, synth, prior=pose_prior)

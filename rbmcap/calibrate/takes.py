@@ -17,6 +17,7 @@ import torch
 
 from rbmcap.baseline.prior import default_pose_prior
 from rbmcap.calibrate.objective import FitWeights, SessionFit
+from rbmcap.markers.synth import Synthesizer
 
 SLIP_MM = 10.0
 """A step of the mean residual vector by this much (mm) can mark a slip."""
@@ -42,6 +43,10 @@ def check_takes(
     if prior is None:
         prior = default_pose_prior()
     names = list(synth.markers.names)
+    corrected = calib.joint_offset_array()
+    if corrected is not None:  # the takes fitted on the subject's body, its joints corrected
+        body = synth.body.with_joint_offsets(corrected)
+        synth = Synthesizer(body, synth.markers, standoff=synth.standoff)
     arrays = calib.offsets(names)
     offsets = (torch.from_numpy(arrays.rotation), torch.from_numpy(arrays.position))
     out = {}

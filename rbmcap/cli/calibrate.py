@@ -42,6 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="quick start: one capture that begins with a still T-pose",
     )
+    p.add_argument(
+        "--no-joint-offsets",
+        action="store_true",
+        help="keep the body model's joints: no per-subject joint correction from the measured "
+        "joint centres (docs/capture.md#2-calibrate)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.set_defaults(func=_run)
 
@@ -59,6 +65,7 @@ def _run(args: argparse.Namespace) -> int:
         prior=args.prior,
         check=not args.no_check,
         tpose=args.tpose,
+        joint_offsets=not args.no_joint_offsets,
     )
     if args.json:
         print(json.dumps(info))

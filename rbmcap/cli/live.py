@@ -67,6 +67,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"{DEFAULT_REFINE_S:g}, which fits a 120 Hz stream; docs/live.md#live-refinement)",
     )
     p.add_argument(
+        "--solver-config",
+        default="default",
+        metavar="NAME|PATH",
+        help="with --refine: the solver configuration of its objective (weights.hinge_sigma_deg > "
+        "0 holds a calibration's hinges to their axes; docs/live.md#live-refinement)",
+    )
+    p.add_argument(
         "--threads",
         type=int,
         default=None,
@@ -146,6 +153,7 @@ def _live(args: argparse.Namespace) -> int:
             wait_s=args.wait,
             hot=args.hot,
             refine=args.refine,
+            refine_config=args.solver_config,
         ),
         calibrate_s=args.calibrate,
         calib_out=args.calib_out,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from rbmcap.baseline.config import load_solver_config
 from rbmcap.calibrate import Calibration
 from rbmcap.errors import ConfigError
 from rbmcap.inference import Predictor
@@ -94,7 +95,7 @@ class LiveSetup:
     Raises:
         ConfigError: ``calibrate_s`` without ``calib_out``, or not above 0 s; ``threads``
             not a whole number above 0; a refinement budget (``session.refine``) that is not
-            seconds ≥ 0.
+            seconds ≥ 0, or a refinement's solver configuration that does not load.
     """
 
     ckpt: str
@@ -111,6 +112,8 @@ class LiveSetup:
     def __post_init__(self) -> None:
         _check_threads(self.threads)
         RefineOptions.of(self.session.refine)
+        if self.session.refine is not None:  # a bad --solver-config fails before the source opens
+            load_solver_config(self.session.refine_config)
         if self.calibrate_s is None:
             return
         if not self.calib_out:

@@ -52,6 +52,7 @@ import numpy as np
 
 from rbmcap.errors import DataError, first_line
 from rbmcap.inference.capture import checkpoint_body
+from rbmcap.inference.refine import RefineOptions
 from rbmcap.live.frames import FrameCounter, LivePose, LiveStats, RigidBodyFrame
 from rbmcap.live.handoff import KeyedSlots
 from rbmcap.live.sinks.base import Sink, SubjectInfo
@@ -96,6 +97,9 @@ class LiveOptions:
             idle wait (docs/live.md#latency).
         refine: seconds of solver steps after each frame's network pose
             (:mod:`rbmcap.inference.refine`; None: the network's pose).
+        refine_config: the solver configuration whose weights make refinement's objective (a
+            ``conf/baseline`` name or YAML path; ``weights.hinge_sigma_deg`` > 0 holds a
+            calibration's hinges to their axes).
     """
 
     backend: str = "compiled"
@@ -105,6 +109,7 @@ class LiveOptions:
     wait_s: float | None = None
     hot: bool = False
     refine: float | None = None
+    refine_config: str = "default"
 
 
 class LiveSession:
@@ -307,8 +312,11 @@ class LiveSession:
         fps = self.options.fps or self.source.fps
         phases = phase_count(fps, self.predictor.fps)
         count = len(self.subjects)
+        refine = self.options.refine
+        if refine is not None:
+            refine = RefineOptions(refine, config=self.options.refine_config)
         template = self.predictor.stream(
-            backend=self.options.backend, subjects=count, refine=self.options.refine
+            backend=self.options.backend, subjects=count, refine=refine
         )
         self.streams = [SubjectStream(s, self.predictor) for s in self.subjects]
         self.group = SubjectGroup(self.streams, template, phases)

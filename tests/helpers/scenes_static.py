@@ -330,10 +330,11 @@ def hide_plate(capture, name: str, frames: tuple[int, int]):
 
 
 # ------------------------------------------------------------------------------ measures
-def true_joints(poses, trans, betas) -> np.ndarray:
-    """(T, 24, 3) m joints of the stand-in body (float32 model, float64 out)."""
+def true_joints(poses, trans, betas, joint_offsets=None) -> np.ndarray:
+    """(T, 24, 3) m joints of the stand-in body (float32 model, float64 out), its joints moved by
+    ``joint_offsets`` (24, 3) where given."""
     with torch.no_grad():
-        out = _body().forward(
+        out = _body().with_joint_offsets(joint_offsets).forward(
             torch.as_tensor(poses, dtype=torch.float32),
             torch.as_tensor(betas, dtype=torch.float32),
             torch.as_tensor(trans, dtype=torch.float32),
@@ -357,7 +358,7 @@ def mpjpe_mm(motion, session: StaticSession, frames: tuple[int, int] | None = No
     """Mean over frames [a, b) (all when None) of the mean distance (mm) between the motion's 24
     joints and the true ones."""
     betas = np.asarray(motion.betas, np.float32)[: _body().num_betas]
-    joints = true_joints(motion.poses, motion.trans, betas)
+    joints = true_joints(motion.poses, motion.trans, betas, motion.joint_offsets)
     a, b = frames or (0, len(joints))
     return float(np.linalg.norm(joints[a:b] - session.joints[a:b], axis=-1).mean() * 1000)
 

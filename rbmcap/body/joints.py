@@ -27,9 +27,10 @@ class JointModel(torch.nn.Module):
 
     @classmethod
     def from_body(cls, body) -> JointModel:
-        """The joint model of a :class:`rbmcap.body.BodyModel` (SMPL view of any kind)."""
+        """The joint model of a :class:`rbmcap.body.BodyModel` (SMPL view of any kind), its joint
+        offsets (:meth:`~rbmcap.body.BodyModel.with_joint_offsets`) included."""
         idx = body._joint_map
-        return cls(body._joint_template[idx], body._joint_shapedirs[idx])
+        return cls((body._joint_template + body._joint_offsets)[idx], body._joint_shapedirs[idx])
 
     @property
     def num_betas(self) -> int:

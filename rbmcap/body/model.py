@@ -322,8 +322,7 @@ class BodyModel(torch.nn.Module):
         the exact derivatives of :meth:`skin_vertices`, at the cost of one skinning pass.
 
         Args:
-            vertex_ids: the K vertices.
-            poses: (..., 24, 3) axis-angle or (..., 24, 3, 3) local rotations.
+            vertex_ids, poses: the K vertices; (..., 24, 3) axis-angle or (..., 24, 3, 3).
             axes: (..., 24, 3, 3) each joint's three axes (columns), in its own frame.
             betas, trans, joint_offsets: as :meth:`skin_vertices_and_joints`.
 

@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "cache (default: bfloat16 with the compiled backend, else float32; "
         "docs/live.md#a-step-that-stays-in-cache)",
     )
+    _refine_options(p)
     _subject_options(p)
     _sink_options(p)
     _source_options(p)
@@ -55,23 +56,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--hot",
         action="store_true",
         help="keep the model warm between frames (lower latency; one core stays busy)",
-    )
-    p.add_argument(
-        "--refine",
-        nargs="?",
-        type=float,
-        const=DEFAULT_REFINE_S,
-        default=None,
-        metavar="SECONDS",
-        help="after each frame's network pose, solver steps for up to SECONDS (default "
-        f"{DEFAULT_REFINE_S:g}, which fits a 120 Hz stream; docs/live.md#live-refinement)",
-    )
-    p.add_argument(
-        "--solver-config",
-        default="default",
-        metavar="NAME|PATH",
-        help="with --refine: the solver configuration of its objective (weights.hinge_sigma_deg > "
-        "0 holds a calibration's hinges to their axes; docs/live.md#live-refinement)",
     )
     p.add_argument(
         "--threads",
@@ -129,6 +113,26 @@ def _source_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=float, default=None, help="replay rate (default: the file's)")
     p.add_argument("--loop", action="store_true", help="replay again and again")
     p.add_argument("--plates", default=None, help="plate definitions for a replayed point file")
+
+
+def _refine_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--refine",
+        nargs="?",
+        type=float,
+        const=DEFAULT_REFINE_S,
+        default=None,
+        metavar="SECONDS",
+        help="after each frame's network pose, solver steps for up to SECONDS (default "
+        f"{DEFAULT_REFINE_S:g}, which fits a 120 Hz stream; docs/live.md#live-refinement)",
+    )
+    p.add_argument(
+        "--solver-config",
+        default="default",
+        metavar="NAME|PATH",
+        help="with --refine: the solver configuration of its objective (weights.hinge_sigma_deg > "
+        "0 holds a calibration's hinges to their axes; docs/live.md#live-refinement)",
+    )
 
 
 def _live(args: argparse.Namespace) -> int:

@@ -281,11 +281,11 @@ class Refiner:
                 for _ in range(WARM_UP_CALLS):
                     kernel(*example)
                 self.cost[name].seed([_timed(kernel, example) for _ in range(KernelCost.WINDOW)])
-            st, (net_rot, net_trans, *obs) = self.state(), examples[0][4:11]
-            centres = examples[0][13:16]
+            st, (net_rot, net_trans) = self.state(), examples[0][4:6]
+            inputs = (*examples[0][6:11], *examples[0][13:16])
             rest = self.cost["rest"]
             for _ in range(KernelCost.WINDOW):  # frames without steps: the rest's cost
-                self._frame(st, net_rot, net_trans, *obs, *centres, steps=0)
+                self._frame(st, net_rot, net_trans, inputs, steps=0)
             rest.seed(list(rest.times))
 
     def calibration_hinges(self, calibration) -> np.ndarray | None:
@@ -357,9 +357,6 @@ class Refiner:
             if self.network.times:
                 anchor = min(t0, started + self.network.value)
             self.network.observe(t0 - started)
-        if betas.shape[-1] != self.num_betas:  # the network's shape space, the body's size
-            nb = self.num_betas
-            betas = torch.nn.functional.pad(betas, (0, max(0, nb - betas.shape[-1])))[:, :nb]
         least = sum(c.value for c in cost.values())
         if self._step is None or t0 + least > anchor + self.budget_s:
             for c in cost.values():
@@ -368,24 +365,20 @@ class Refiner:
             state.solved = torch.zeros_like(state.solved)
             state.stats.add(0, _now() - t0)
             return rotmats, trans
+        inputs = self._inputs(betas, pos, rot, valid, joint_centres, joint_offsets, hinges)
+        return self._frame(state, rotmats, trans, inputs, t0=t0, anchor=anchor)
+
+    def _inputs(self, betas, pos, rot, valid, joint_centres, joint_offsets, hinges) -> tuple:
+        """A frame's kernel inputs but the stream's memory: (betas, offsets, pos, rot, valid,
+        centres, seen, hinges), the betas padded or cut to the body's size and each subject's
+        absent terms zero (:meth:`refine`'s arguments)."""
+        if betas.shape[-1] != self.num_betas:  # the network's shape space, the body's size
+            nb = self.num_betas
+            betas = torch.nn.functional.pad(betas, (0, max(0, nb - betas.shape[-1])))[:, :nb]
         centres, seen = self._no_centres if joint_centres is None else joint_centres
         offsets = self._no_offsets if joint_offsets is None else joint_offsets
         hinges = self._no_hinges if hinges is None else hinges
-        return self._frame(
-            state,
-            rotmats,
-            trans,
-            betas,
-            offsets,
-            pos,
-            rot,
-            valid,
-            centres,
-            seen,
-            hinges,
-            t0=t0,
-            anchor=anchor,
-        )
+        return betas, offsets, pos, rot, valid, centres, seen, hinges
 
     def skip(self, state: RefineState) -> None:
         """A frame of the stream that is not refined (taken without an answer): the next
@@ -393,23 +386,7 @@ class Refiner:
         without the smoothness term until two frames in a row are refined again."""
         state.solved = torch.zeros_like(state.solved)
 
-    def _frame(
-        self,
-        state,
-        rotmats,
-        trans,
-        betas,
-        offsets,
-        pos,
-        rot,
-        valid,
-        centres,
-        seen,
-        hinges,
-        t0=None,
-        anchor=None,
-        steps=None,
-    ):
+    def _frame(self, state, rotmats, trans, inputs, t0=None, anchor=None, steps=None):
         """:meth:`refine` past its checks: the start, steps until the deadline (the budget
         after ``anchor``; or ``steps``), the last evaluation, the answer."""
         t0 = _now() if t0 is None else t0
@@ -419,7 +396,7 @@ class Refiner:
         cap = self.options.max_iterations if steps is None else steps
         cap = math.inf if cap is None else cap
         smooth = (state.solved >= 2).to(self.dtype)
-        obs = (betas, offsets, pos, rot, valid, state.context, smooth, centres, seen, hinges)
+        obs = (*inputs[:5], state.context, smooth, *inputs[5:])  # (:meth:`_inputs`)
         x, t, base, e, plates = self._start(
             state.x, state.trans, state.base, state.has_prev, rotmats, trans, *obs
         )

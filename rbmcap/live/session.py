@@ -355,10 +355,13 @@ class LiveSession:
         p = self.predictor
         if not hasattr(self, "_body"):
             self._body = checkpoint_body(p.body_id)
-        betas = getattr(stream.subject.calibration, "betas", None)
+        calibration = stream.subject.calibration
+        betas = getattr(calibration, "betas", None)
+        has = hasattr(calibration, "joint_offset_array")
+        corrected = calibration.joint_offset_array() if has else None
         return SubjectInfo(
             name=stream.subject.name,
-            body=self._body,
+            body=self._body.with_joint_offsets(corrected),
             gender=self._body.gender,
             betas=None if betas is None else np.asarray(betas, dtype=np.float32),
             marker_names=stream.marker_names,

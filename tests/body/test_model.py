@@ -264,3 +264,13 @@ def test_per_pose_joint_offsets_equal_a_corrected_body(standin):
         )
         for a, b in zip(both, one, strict=True):
             assert torch.allclose(a[k], b, atol=1e-6)
+
+
+def test_the_joint_model_of_a_corrected_body_poses_its_joints(standin):
+    from rbmcap.body.joints import JointModel
+
+    moved = standin.with_joint_offsets(_left_knee_offset())
+    poses, betas, trans = _random_inputs(11, 4, standin.num_betas)
+    rot = roma.rotvec_to_rotmat(poses)
+    expected = moved.pose_joints(poses, betas, trans)[0]
+    assert torch.allclose(JointModel.from_body(moved)(rot, betas, trans), expected, atol=1e-5)

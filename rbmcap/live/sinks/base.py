@@ -16,8 +16,9 @@ class SubjectInfo:
 
     Attributes:
         name: the subject's name ("" for the one unnamed subject of a stream).
-        body: the checkpoint's body model (:class:`~rbmcap.body.model.BodyModel`), for sinks
-            that pose a mesh or need the rest skeleton (viewer, BVH).
+        body: the checkpoint's body model (:class:`~rbmcap.body.model.BodyModel`) with the
+            subject's joint correction (its calibration's ``joint_offsets``), for sinks that
+            pose a mesh or need the rest skeleton (viewer, VMC, BVH).
         gender: the body model's gender.
         betas: (B,) float32 the calibration's shape, or None (then each pose carries the
             stream's running estimate).

@@ -161,7 +161,8 @@ def end_to_end(hinge_degrees: list[float]) -> None:
     print("|---|---|---|---|")
     row = [S.mpjpe_mm(pred.predict_capture(sess.capture, c), sess) for c in (calib, oracle)]
     print(f"| network | {row[0]:.2f} | {row[1]:.2f} | |")
-    print(f"| network, no joint correction | {S.mpjpe_mm(pred.predict_capture(sess.capture, centres_only), sess):.2f} | | |")
+    plain = S.mpjpe_mm(pred.predict_capture(sess.capture, centres_only), sess)
+    print(f"| network, no joint correction | {plain:.2f} | | |")
     runs = [("refined, offsets only", bare, 0.0)]
     runs += [("refined, joint centres, no joint correction", centres_only, 0.0)]
     runs += [("refined, joint centres and correction", calib, 0.0)]

@@ -334,10 +334,14 @@ def true_joints(poses, trans, betas, joint_offsets=None) -> np.ndarray:
     """(T, 24, 3) m joints of the stand-in body (float32 model, float64 out), its joints moved by
     ``joint_offsets`` (24, 3) where given."""
     with torch.no_grad():
-        out = _body().with_joint_offsets(joint_offsets).forward(
-            torch.as_tensor(poses, dtype=torch.float32),
-            torch.as_tensor(betas, dtype=torch.float32),
-            torch.as_tensor(trans, dtype=torch.float32),
+        out = (
+            _body()
+            .with_joint_offsets(joint_offsets)
+            .forward(
+                torch.as_tensor(poses, dtype=torch.float32),
+                torch.as_tensor(betas, dtype=torch.float32),
+                torch.as_tensor(trans, dtype=torch.float32),
+            )
         )
     return out.joints[..., :24, :].double().numpy()
 

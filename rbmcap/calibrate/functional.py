@@ -384,17 +384,23 @@ def hinge_axes(joints, rest_rot, plate_rotation, names) -> tuple[np.ndarray, np.
     return np.asarray(ids, dtype=np.int64), np.asarray(vectors, dtype=np.float64).reshape(-1, 3)
 
 
-def rest_plate_rotations(body, markers, betas) -> np.ndarray:
-    """(N, 3, 3) the virtual plates' rotations on ``body`` shaped by ``betas`` in the rest pose
-    (``markers``: a marker set or its name)."""
+def rest_plates(body, markers, betas) -> tuple[np.ndarray, np.ndarray]:
+    """The virtual plates on ``body`` shaped by ``betas`` in the rest pose (the body's own
+    canonical frame): positions (N, 3) m and rotations (N, 3, 3), float64 (``markers``: a marker
+    set or its name)."""
     synth = Synthesizer(body, markers)
     dtype = body.v_template.dtype
     nb = body.num_betas
     with torch.no_grad():
         eye = torch.eye(3, dtype=dtype).expand(1, 24, 3, 3)
         shape = torch.as_tensor(np.asarray(betas)[:nb], dtype=dtype)[None]
-        rest = predict_markers(body, synth.topology, eye, shape, torch.zeros(1, 3, dtype=dtype))
-    return rest[1][0].double().numpy()
+        pos, rot = predict_markers(body, synth.topology, eye, shape, torch.zeros(1, 3, dtype=dtype))
+    return pos[0].double().numpy(), rot[0].double().numpy()
+
+
+def rest_plate_rotations(body, markers, betas) -> np.ndarray:
+    """(N, 3, 3) the virtual plates' rotations of :func:`rest_plates`."""
+    return rest_plates(body, markers, betas)[1]
 
 
 def axis_landmarks(calibration, body, markers="rbm14"):

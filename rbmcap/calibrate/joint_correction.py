@@ -22,28 +22,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rbmcap.baseline.objective import predict_markers
-from rbmcap.calibrate.functional import MIN_FRAMES
+from rbmcap.calibrate.functional import MIN_FRAMES, rest_plates
 from rbmcap.markers.markerset import load_marker_set
-from rbmcap.markers.synth import Synthesizer
 from rbmcap.skeleton import SMPL_JOINT_NAMES
 
 ALL_FROM_PRIOR = 6
 """A centre whose six directions all came from the body model: nothing to correct."""
-
-
-def rest_plates(body, markers, betas) -> tuple[np.ndarray, np.ndarray]:
-    """The virtual plates on ``body`` shaped by ``betas`` in the rest pose (the body's own
-    canonical frame): positions (N, 3) m and rotations (N, 3, 3), float64 (``markers``: a marker
-    set or its name)."""
-    synth = Synthesizer(body, markers)
-    dtype = body.v_template.dtype
-    nb = body.num_betas
-    with torch.no_grad():
-        eye = torch.eye(3, dtype=dtype).expand(1, 24, 3, 3)
-        shape = torch.as_tensor(np.asarray(betas)[:nb], dtype=dtype)[None]
-        pos, rot = predict_markers(body, synth.topology, eye, shape, torch.zeros(1, 3, dtype=dtype))
-    return pos[0].double().numpy(), rot[0].double().numpy()
 
 
 def joint_correction(joints, body, markers, betas, offsets) -> np.ndarray:
@@ -59,13 +43,13 @@ def joint_correction(joints, body, markers, betas, offsets) -> np.ndarray:
     """
     marker_set = load_marker_set(markers) if isinstance(markers, str) else markers
     names = list(marker_set.names)
-    pos, rot = rest_plates(body.with_joint_offsets(np.zeros((24, 3))), marker_set, betas)
+    regressor = body.with_joint_offsets(np.zeros((24, 3)))  # the model's own joints
+    pos, rot = rest_plates(regressor, marker_set, betas)
     phys_pos = pos + np.einsum("nab,nb->na", rot, offsets.position)
     phys_rot = rot @ offsets.rotation
     with torch.no_grad():
-        nb = body.num_betas
-        shape = torch.as_tensor(np.asarray(betas)[:nb], dtype=body.v_template.dtype)
-        rest = body.with_joint_offsets(np.zeros((24, 3))).rest_joints(shape).double().numpy()
+        shape = torch.as_tensor(np.asarray(betas)[: body.num_betas], dtype=body.v_template.dtype)
+        rest = regressor.rest_joints(shape).double().numpy()
     out = np.zeros((24, 3))
     for j in joints:
         if j.frames < MIN_FRAMES or j.from_prior >= ALL_FROM_PRIOR:

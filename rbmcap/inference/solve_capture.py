@@ -36,11 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from rbmcap.baseline.objective import predict_markers
 from rbmcap.baseline.solver import DEFAULT_PRIOR, Solver
-from rbmcap.calibrate.functional import hinge_axes, joint_centres
+from rbmcap.calibrate.functional import hinge_axes, joint_centres, rest_plate_rotations
 from rbmcap.errors import ConfigError, DataError
 from rbmcap.inference.capture import (
     calibrated_plates,
@@ -182,14 +180,9 @@ def _hinges(solver: Solver, calibration):
     if not getattr(calibration, "joints", None):
         return None
     names = list(solver.markers.names)
-    with torch.no_grad():
-        eye = torch.eye(3, dtype=solver.dtype).expand(1, 24, 3, 3)
-        nb = solver.body.num_betas
-        betas = torch.as_tensor(np.asarray(calibration.betas)[:nb], dtype=solver.dtype)[None]
-        zero = torch.zeros(1, 3, dtype=solver.dtype)
-        rest = predict_markers(solver.body, solver.topology, eye, betas, zero)[1][0]
+    rest = rest_plate_rotations(solver.body, solver.markers, calibration.betas)
     offsets = calibration.offsets(names).rotation
-    ids, axes = hinge_axes(calibration.joints.values(), rest.double().numpy(), offsets, names)
+    ids, axes = hinge_axes(calibration.joints.values(), rest, offsets, names)
     return (ids, axes) if len(ids) else None
 
 

@@ -4,11 +4,14 @@
 this one and stops after the current batch; before and after that (making the data, say) the
 signal stops the run at once. Data-loading workers in the same process group get the signal too
 and die, which torch reports as an error of its own, raised from its SIGCHLD handler wherever the
-main process happens to be. So the handler here gives SIGCHLD back its default (the workers'
-deaths are expected from then on), :func:`stopped_by_sigterm` does so again once Lightning's
-teardown has put torch's handler back, and tells the command line that whatever ended the run
-came from the signal (waiting a moment for it when a worker's death was reported first), so it
-prints one line instead of a traceback.
+main process happens to be. So the handler here replaces torch's SIGCHLD handler with one that
+does nothing (the workers' deaths are expected from then on), :func:`stopped_by_sigterm` does so
+again once Lightning's teardown has put torch's handler back, and tells the command line that
+whatever ended the run came from the signal (waiting a moment for it when a worker's death was
+reported first), so it prints one line instead of a traceback. The replacement is a Python
+callable, not ``SIG_DFL``: a SIGCHLD that arrived while torch's handler was installed but runs
+only after the swap would otherwise be reported by Python as "Signal 17 ignored due to race
+condition", with a traceback.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ def watch_sigterm() -> None:
 
     def handler(signum: int, frame: FrameType | None) -> None:
         _STATE["signal"] = signum
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # torch's: it raises on a worker's death
+        signal.signal(signal.SIGCHLD, _child_exited)  # torch's raises on a worker's death
         if callable(previous):
             previous(signum, frame)
         lightning_idle = signal.getsignal(signal.SIGTERM) is handler
@@ -40,6 +43,10 @@ def watch_sigterm() -> None:
             raise Terminated
 
     signal.signal(signal.SIGTERM, handler)
+
+
+def _child_exited(signum: int, frame: FrameType | None) -> None:
+    """SIGCHLD once the run is stopping: a data-loading worker's death is expected."""
 
 
 def terminated() -> bool:
@@ -50,10 +57,10 @@ def terminated() -> bool:
 def stopped_by_sigterm(wait_s: float = 0.5) -> bool:
     """Whether SIGTERM stopped the run: it arrived, or arrives within ``wait_s`` seconds (the
     group's signal can kill a data-loading worker, and torch report it, before the main
-    process's own handler has run). Called on the way out of a run: it gives SIGCHLD back its
-    default first, since Lightning's teardown puts torch's handler back, which raises again
-    when any worker exits while one killed by the signal is still on its list."""
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    process's own handler has run). Called on the way out of a run: it gives SIGCHLD the quiet
+    handler first, since Lightning's teardown puts torch's handler back, which raises
+    again when any worker exits while one killed by the signal is still on its list."""
+    signal.signal(signal.SIGCHLD, _child_exited)
     deadline = time.monotonic() + wait_s
     while not terminated() and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -7,12 +7,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 from helpers.training import TRAIN_PY, tiny_run
 
-from rbmcap.training.stop import Terminated, terminated, watch_sigterm
+from rbmcap.training.stop import Terminated, stopped_by_sigterm, terminated, watch_sigterm
 
 
 @pytest.mark.parametrize("group", [True, False], ids=["process group", "main process"])
@@ -58,3 +59,30 @@ def test_sigterm_outside_lightnings_loop_stops_at_once():
         assert terminated()
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_a_worker_death_reported_after_sigterm_prints_nothing(monkeypatch):
+    """torch's SIGCHLD handler installed, SIGTERM and SIGCHLD both pending: Python runs SIGTERM's
+    handler first (15 < 17), which swaps SIGCHLD's; the pending SIGCHLD must find a handler to
+    run, or Python prints "Signal 17 ignored due to race condition" with a traceback."""
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    torch_calls = []
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGCHLD)}
+    try:
+        signal.signal(signal.SIGCHLD, lambda *_: torch_calls.append(1))
+        watch_sigterm()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGCHLD})
+        for signum in (signal.SIGTERM, signal.SIGCHLD):  # to this thread: others may run
+            signal.pthread_kill(threading.get_ident(), signum)
+        with pytest.raises(Terminated):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGCHLD})
+            time.sleep(0.2)
+        time.sleep(0.2)
+        assert stopped_by_sigterm(wait_s=0.0)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGCHLD})
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    assert not torch_calls, "torch's handler ran after SIGTERM"
+    assert not unraisable, [str(u.exc_value) for u in unraisable]

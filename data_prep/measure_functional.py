@@ -3,6 +3,7 @@ the truth, on the synthetic sessions of ``tests/helpers/scenes_static.py``.
 
     python data_prep/measure_functional.py                 # walk and range-of-motion, realistic
     python data_prep/measure_functional.py --plates exact --prior-mm 0
+    python data_prep/measure_functional.py --joint-noise measured  # the residual's correlation
 
 Each row takes the motion frames of a session (the CMU walk ``005_01`` after its static, or
 ``explore``: rbmcap's procedural range-of-motion take), the plates with the ``realistic`` preset
@@ -15,7 +16,9 @@ Printed per joint: the centre's error (mm, mean over the frames of the distance 
 true joint and the centre the plates put there), the axis' error (degrees, against the principal
 axis of the true joint's local rotations, carried into the parent plate's frame by the mean
 rotation between the plate and the parent bone), the range and off-axis spread, and how many
-directions came from the prior.
+directions came from the prior, and the centre's error split along the true axis and across it.
+``--joint-noise`` picks how the frames count against the noise
+(:data:`rbmcap.calibrate.functional.JOINT_NOISE`; the end-to-end run's calibration too).
 
 ``--end-to-end`` instead calibrates the T-pose + walk session (``rbmcap calibrate``'s fit, the
 joints measured with the fitted body as their prior) and prints MPJPE (mm, against the true
@@ -39,7 +42,7 @@ import roma
 import torch
 from helpers import scenes_static as S
 
-from rbmcap.calibrate.functional import adjacent_pairs, fit_joint, in_frames
+from rbmcap.calibrate.functional import JOINT_NOISE, adjacent_pairs, fit_joint, in_frames
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
 
 
@@ -90,7 +93,7 @@ def true_axis(local: np.ndarray) -> np.ndarray:
     return np.linalg.eigh(turns.T @ turns)[1][:, -1]
 
 
-def rows(clip: str, plates: str, prior_mm: float, seed: int = 0) -> list[dict]:
+def rows(clip: str, plates: str, prior_mm: float, noise: str, seed: int = 0) -> list[dict]:
     sess = session(clip, plates)
     a, b = sess.motion
     names = sess.names
@@ -112,20 +115,25 @@ def rows(clip: str, plates: str, prior_mm: float, seed: int = 0) -> list[dict]:
             d *= prior_mm * 1e-3 / np.linalg.norm(d)
             parent_bone = glob[both, SMPL_PARENTS[j]]
             prior = in_frames(truth + parent_bone @ d, ra, pa, rb, pb)
-        fj = fit_joint(pair, ra, pa, rb, pb, prior)
+        fj = fit_joint(pair, ra, pa, rb, pb, prior, noise=noise)
         ea, eb = fj.estimates(pa, ra, pb, rb)
-        centre_mm = float(np.linalg.norm(0.5 * (ea + eb) - truth, axis=-1).mean() * 1e3)
+        error = 0.5 * (ea + eb) - truth
+        centre_mm = float(np.linalg.norm(error, axis=-1).mean() * 1e3)
         # the true axis, from the parent bone's frame into the parent plate's
         plate_from_bone = roma.special_procrustes(
             torch.as_tensor(np.einsum("tji,tjk->ik", ra, glob[both, SMPL_PARENTS[j]]))
         ).numpy()
         axis = plate_from_bone @ true_axis(local[both, j])
         axis_deg = float(np.degrees(np.arccos(min(1.0, abs(float(axis @ fj.axis_parent))))))
+        along = np.einsum("tj,tj->t", error, ra @ axis)  # the true axis, in the world
+        across = np.linalg.norm(error - along[:, None] * (ra @ axis), axis=-1)
         out.append(
             {
                 "take": clip,
                 "joint": pair.joint,
                 "centre_mm": centre_mm,
+                "along_mm": float(np.abs(along).mean() * 1e3),
+                "across_mm": float(across.mean() * 1e3),
                 "axis_deg": axis_deg,
                 "range_deg": fj.range_deg,
                 "off_axis_deg": fj.off_axis_deg,
@@ -136,7 +144,7 @@ def rows(clip: str, plates: str, prior_mm: float, seed: int = 0) -> list[dict]:
     return out
 
 
-def end_to_end(hinge_degrees: list[float]) -> None:
+def end_to_end(hinge_degrees: list[float], noise: str) -> None:
     """The ``--end-to-end`` table (module docstring)."""
     import copy
     import time
@@ -147,7 +155,7 @@ def end_to_end(hinge_degrees: list[float]) -> None:
 
     sess = S.static_then_walk("tpose")
     t0 = time.perf_counter()
-    calib = calibrate(sess.capture, sess.synth)
+    calib = calibrate(sess.capture, sess.synth, joint_noise=noise)
     print(f"calibration {time.perf_counter() - t0:.0f} s")
     for line in calib.report.functional:
         print(" ", line)
@@ -185,18 +193,22 @@ def main() -> None:
     p.add_argument("--prior-mm", type=float, default=20.0)
     p.add_argument("--end-to-end", action="store_true")
     p.add_argument("--hinge-deg", type=float, nargs="+", default=[1.0, 3.0])
+    p.add_argument("--joint-noise", default="shared", choices=JOINT_NOISE)
     args = p.parse_args()
     if args.end_to_end:
-        end_to_end(args.hinge_deg)
+        end_to_end(args.hinge_deg, args.joint_noise)
         return
-    print("| take | joint | centre mm | axis deg | range deg | off-axis deg | from prior | ± mm |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| take | joint | centre mm | along the axis | across | axis deg | range deg | "
+        "off-axis deg | from prior | ± mm |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for clip in args.clips:
-        for r in rows(clip, args.plates, args.prior_mm):
+        for r in rows(clip, args.plates, args.prior_mm, args.joint_noise):
             print(
-                f"| {r['take']} | {r['joint']} | {r['centre_mm']:.1f} | {r['axis_deg']:.1f} | "
-                f"{r['range_deg']:.0f} | {r['off_axis_deg']:.1f} | {r['from_prior']} | "
-                f"{r['uncertainty_mm']:.0f} |"
+                f"| {r['take']} | {r['joint']} | {r['centre_mm']:.1f} | {r['along_mm']:.1f} | "
+                f"{r['across_mm']:.1f} | {r['axis_deg']:.1f} | {r['range_deg']:.0f} | "
+                f"{r['off_axis_deg']:.1f} | {r['from_prior']} | {r['uncertainty_mm']:.0f} |"
             )
 
 

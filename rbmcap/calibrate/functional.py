@@ -17,11 +17,21 @@ frames, v_iᵀ x_prior), weighted by their precisions:
     x = Σ_i v_i (w_i d_i + (1 − w_i) v_iᵀ x_prior),   w_i = π_i / (π_i + τ⁻²),   π_i = s_i² / (Tσ²)
 
 σ is the fit's residual per frame (at least :data:`SIGMA_FLOOR_M`) and τ = :data:`PRIOR_M` how far
-a body model's joint centre may be from the subject's. π_i treats the frames' errors as
-correlated (soft tissue and a marker model's frame-to-frame recomputation are; independent errors
-would be T times more precise), so 1/√(π_i + 1/τ²) bounds how far the direction can be off: its
-**uncertainty**. A direction with w_i < ½ is counted as taken from the prior. Without a prior,
-x_prior is the point midway between the two plates (:func:`midpoint_prior`).
+a body model's joint centre may be from the subject's. The frames' errors are not independent
+(soft tissue swings with the muscles, a marker model's frames slide with flexion, a static
+repeats one pose), so T frames count as T / κ independent ones, π_i = s_i² / (κσ²), with κ
+chosen by ``noise`` (:data:`JOINT_NOISE`):
+
+- ``"shared"`` (the default): κ = T, as if every frame's error were one error shared by the whole
+  take. An upper bound, and the safe one: an error that follows the pose looks like signal, not
+  noise, to any measure taken from the residual.
+- ``"measured"``: κ the residual's integrated autocorrelation time in frames
+  (:func:`correlation_frames`). Tighter, and right where the errors do not follow the pose.
+
+1/√(π_i + 1/τ²) is how far the direction can be off: its **uncertainty**. A direction with
+w_i < ½ is counted as taken from the prior. Without a prior, x_prior is the point midway between
+the two plates (:func:`midpoint_prior`). The two choices measured, on synthetic plates and the
+real Plug-in Gait walk: docs/results.md, "How the frames count against the noise".
 
 The **axis** is the principal direction of the relative rotations R_Aᵀ R_B about their mean
 (in A's frame, and carried into B's by the mean), the **range** the angle swept about it and
@@ -43,6 +53,7 @@ import torch
 
 from rbmcap.baseline.objective import predict_markers
 from rbmcap.biomech.frames import functional_landmarks
+from rbmcap.errors import ConfigError
 from rbmcap.markers.markerset import load_marker_set
 from rbmcap.markers.synth import Synthesizer
 from rbmcap.skeleton import SMPL_JOINT_NAMES, SMPL_PARENTS
@@ -56,6 +67,9 @@ AXIS_RANGE_DEG = 20.0
 """An axis is determined when the take turns the joint through at least this angle about it."""
 MIN_FRAMES = 10
 """Fewer frames with both plates seen: the joint is not measured (everything from the prior)."""
+JOINT_NOISE = ("shared", "measured")
+"""How a take's frames count against the centre's noise (module docstring): one error shared by
+the whole take, or the residual's measured correlation over frames."""
 HINGE_JOINTS = ("left_knee", "right_knee", "left_elbow", "right_elbow")
 """The joints anatomy makes hinges, held to their axis by a solve's hinge term where the
 calibration found them turning as one."""
@@ -109,7 +123,8 @@ class FunctionalJoint:
         range_deg: the angle swept about the axis; off_axis_deg: the rotation's spread off it.
         residual_mm: root-mean-square distance between the two plates' estimates of the centre.
         uncertainty_mm: (3,) per direction of the centre (in the parent plate's frame, sorted
-            from the best determined), how far correlated errors of the residual's size move it.
+            from the best determined), how far errors of the residual's size and correlation
+            over frames move it.
         from_prior: how many of the centre's six directions came from the prior (0: all from the
             motion).
         frames: frames used (both plates seen).
@@ -137,8 +152,7 @@ class FunctionalJoint:
     @property
     def axis_uncertainty_deg(self) -> float:
         """How far the axis may be off (degrees): the turn off the axis against half the range
-        about it, as if every frame's turn off the axis were one shared error (an upper bound,
-        as the centre's)."""
+        about it, as if every frame's turn off the axis were one shared error (an upper bound)."""
         if self.range_deg <= 0:
             return 90.0
         return math.degrees(math.atan2(self.off_axis_deg, 0.5 * self.range_deg))
@@ -194,14 +208,21 @@ class FunctionalJoint:
             "range_deg": round(self.range_deg, 2),
             "off_axis_deg": round(self.off_axis_deg, 2),
             "residual_mm": round(self.residual_mm, 3),
-            "uncertainty_mm": [round(min(float(u), 1e6), 2) for u in self.uncertainty_mm],
+            # unrounded: the report's line is rounded from it, and must read the same back
+            "uncertainty_mm": [min(float(u), 1e6) for u in self.uncertainty_mm],
             "from_prior": int(self.from_prior),
             "frames": int(self.frames),
         }
 
 
 def fit_joint(
-    pair: JointPair, ra, pa, rb, pb, prior: tuple[np.ndarray, np.ndarray] | None = None
+    pair: JointPair,
+    ra,
+    pa,
+    rb,
+    pb,
+    prior: tuple[np.ndarray, np.ndarray] | None = None,
+    noise: str = "shared",
 ) -> FunctionalJoint:
     """SCoRE centre and SARA axis of one joint (module docstring).
 
@@ -211,7 +232,13 @@ def fit_joint(
             where both are seen.
         prior: the body model's centre in the parent's and the child's frame ((3,), (3,) m), for
             the directions the motion leaves open; None: :func:`midpoint_prior`.
+        noise: how the frames count against the noise, one of :data:`JOINT_NOISE`.
+
+    Raises:
+        ConfigError: an unknown ``noise``.
     """
+    if noise not in JOINT_NOISE:
+        raise ConfigError(f"joint noise {noise!r}: expected one of {', '.join(JOINT_NOISE)}")
     ra, pa, rb, pb = (np.asarray(a, dtype=np.float64) for a in (ra, pa, rb, pb))
     t = len(ra)
     if prior is None:
@@ -223,21 +250,7 @@ def fit_joint(
             pair.joint, pair.parent, pair.child, x_prior[:3], x_prior[3:], eye, eye,
             0.0, 0.0, 0.0, np.full(3, PRIOR_M * 1e3), 6, t,
         )  # fmt: skip
-    m = np.concatenate([ra, -rb], axis=2).reshape(-1, 6)
-    y = (pb - pa).reshape(-1)
-    # the singular directions of M from its 6 × 6 normal matrix (s² its eigenvalues)
-    evals, evecs = np.linalg.eigh(m.T @ m)
-    order = np.argsort(evals)[::-1]
-    s, vt = np.sqrt(np.clip(evals[order], 0.0, None)), evecs[:, order].T
-    solvable = s > 1e-6 * s[0]
-    data = np.where(solvable, vt @ (m.T @ y) / np.where(solvable, s * s, 1.0), 0.0)
-    fitted = m @ (vt.T @ data) - y
-    sigma = math.sqrt(float(fitted @ fitted) / max(1, 3 * t - 6) * 3.0)  # per point
-    # per direction: the data's precision (errors correlated over frames) and the prior's
-    precision = (s / max(sigma, SIGMA_FLOOR_M)) ** 2 / t
-    weight = precision / (precision + PRIOR_M**-2)
-    x = vt.T @ (weight * data + (1.0 - weight) * (vt @ x_prior))
-    uncertainty = 1e3 / np.sqrt(precision + PRIOR_M**-2)
+    x, weight, uncertainty = _score(ra, pa, rb, pb, x_prior, noise)
     ea, eb = pa + ra @ x[:3], pb + rb @ x[3:]
     residual = float(np.sqrt(((ea - eb) ** 2).sum(-1).mean())) * 1e3
     axis_a, axis_b, rng, off = _axis(ra, rb)
@@ -256,6 +269,45 @@ def fit_joint(
         int((weight < 0.5).sum()),
         t,
     )
+
+
+def _score(ra, pa, rb, pb, x_prior, noise: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The SCoRE centre (6,) [c_A; c_B] blended with the prior direction by direction, each
+    direction's weight on the motion (6,) and its uncertainty (6,) mm (module docstring)."""
+    t = len(ra)
+    m = np.concatenate([ra, -rb], axis=2).reshape(-1, 6)
+    y = (pb - pa).reshape(-1)
+    # the singular directions of M from its 6 × 6 normal matrix (s² its eigenvalues)
+    evals, evecs = np.linalg.eigh(m.T @ m)
+    order = np.argsort(evals)[::-1]
+    s, vt = np.sqrt(np.clip(evals[order], 0.0, None)), evecs[:, order].T
+    solvable = s > 1e-6 * s[0]
+    data = np.where(solvable, vt @ (m.T @ y) / np.where(solvable, s * s, 1.0), 0.0)
+    fitted = m @ (vt.T @ data) - y
+    sigma = math.sqrt(float(fitted @ fitted) / max(1, 3 * t - 6) * 3.0)  # per point
+    # per direction: the data's precision (T / κ independent frames) and the prior's
+    kappa = t if noise == "shared" else correlation_frames(fitted.reshape(t, 3))
+    precision = (s / max(sigma, SIGMA_FLOOR_M)) ** 2 / kappa
+    weight = precision / (precision + PRIOR_M**-2)
+    x = vt.T @ (weight * data + (1.0 - weight) * (vt @ x_prior))
+    return x, weight, 1e3 / np.sqrt(precision + PRIOR_M**-2)
+
+
+def correlation_frames(residual: np.ndarray) -> float:
+    """The integrated autocorrelation time κ of a residual series (T, 3), in frames: T frames
+    of it carry as much as T / κ independent ones. κ = 1 + 2 Σ_k ρ_k over the lags up to the
+    autocorrelation's first sign change (Geyer's initial positive sequence), ρ from the three
+    components' summed autocovariance; between 1 (white) and T (one shared error)."""
+    t = len(residual)
+    centred = residual - residual.mean(0)
+    spectrum = np.fft.rfft(centred, n=2 * t, axis=0)
+    autocov = np.fft.irfft(np.abs(spectrum) ** 2, n=2 * t, axis=0)[:t].sum(1)
+    if autocov[0] <= 0.0:  # a constant residual: every frame says the same
+        return float(t)
+    rho = autocov[1:] / autocov[0]
+    first_negative = np.flatnonzero(rho <= 0.0)
+    positive = rho[: first_negative[0]] if len(first_negative) else rho
+    return float(np.clip(1.0 + 2.0 * positive.sum(), 1.0, t))
 
 
 def in_frames(point, ra, pa, rb, pb) -> tuple[np.ndarray, np.ndarray]:
@@ -289,7 +341,9 @@ def _axis(ra: np.ndarray, rb: np.ndarray) -> tuple[np.ndarray, np.ndarray, float
     return axis, mean.numpy().T @ axis, rng, off
 
 
-def measure_joints(pos, rot, valid, names, pairs, priors=None) -> list[FunctionalJoint]:
+def measure_joints(
+    pos, rot, valid, names, pairs, priors=None, noise: str = "shared"
+) -> list[FunctionalJoint]:
     """Every joint of ``pairs`` measured over a take's frames.
 
     Args:
@@ -298,6 +352,7 @@ def measure_joints(pos, rot, valid, names, pairs, priors=None) -> list[Functiona
         pairs: the joints (:func:`adjacent_pairs`).
         priors: joint name → (centre in the parent's frame, in the child's), m
             (:func:`in_frames`); a joint absent here gets :func:`midpoint_prior`.
+        noise: how the frames count against the noise (:data:`JOINT_NOISE`).
     """
     pos, rot, valid = np.asarray(pos), np.asarray(rot), np.asarray(valid, dtype=bool)
     out = []
@@ -305,7 +360,8 @@ def measure_joints(pos, rot, valid, names, pairs, priors=None) -> list[Functiona
         a, b = names.index(pair.parent), names.index(pair.child)
         both = valid[:, a] & valid[:, b]
         prior = (priors or {}).get(pair.joint)
-        out.append(fit_joint(pair, rot[both, a], pos[both, a], rot[both, b], pos[both, b], prior))
+        poses = rot[both, a], pos[both, a], rot[both, b], pos[both, b]
+        out.append(fit_joint(pair, *poses, prior, noise=noise))
     return out
 
 

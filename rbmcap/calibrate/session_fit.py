@@ -78,6 +78,7 @@ def calibrate(
     max_frames: int = 40,
     iterations: tuple[int, int, int] = (60, 150, 400),
     joint_offsets: bool = True,
+    joint_noise: str = "shared",
 ) -> Calibration:
     """Calibrate the physical plates of one session's captures to the virtual plates of
     ``synth`` (see the module docstring).
@@ -96,6 +97,8 @@ def calibrate(
         iterations: L-BFGS iterations of the pose, positions and full stages.
         joint_offsets: keep the subject's joint correction (:func:`subject_joints`) in the
             calibration; False: the body model's joints.
+        joint_noise: how the frames count against the measured joint centres' noise, one of
+            :data:`rbmcap.calibrate.functional.JOINT_NOISE`.
 
     Returns:
         the :class:`Calibration`, with its diagnostics in ``.report``.
@@ -119,7 +122,7 @@ def calibrate(
     report = build_report(fit, state, caps, chosen)
     check_plausible(report, fit, state)
     calib = _calibration(state, report, caps, chosen, names)
-    calib.joints = functional_joints(fit, state, caps, synth.markers)
+    calib.joints = functional_joints(fit, state, caps, synth.markers, joint_noise)
     calib.joint_offsets = subject_joints(calib, synth) if joint_offsets else {}
     report.functional = [_describe(j, calib.joint_offsets) for j in calib.joints.values()]
     return calib
@@ -145,10 +148,10 @@ def _describe(joint, corrections: dict) -> str:
     return f"{joint.describe()}; joint moved {mm:.0f} mm from the body model's"
 
 
-def functional_joints(fit: SessionFit, state, caps, markers) -> dict:
+def functional_joints(fit: SessionFit, state, caps, markers, noise: str = "shared") -> dict:
     """The joints the marker set's plates bracket, measured over every frame of ``caps``
-    (:func:`rbmcap.calibrate.functional.measure_joints`), with the fitted body's joint centres
-    in the plates' frames (mean over the frames fitted) as the prior."""
+    (:func:`rbmcap.calibrate.functional.measure_joints`, ``noise`` as there), with the fitted
+    body's joint centres in the plates' frames (mean over the frames fitted) as the prior."""
     pairs = adjacent_pairs(markers)
     names = list(markers.names)
     with torch.no_grad():
@@ -164,7 +167,7 @@ def functional_joints(fit: SessionFit, state, caps, markers) -> dict:
                 j, rot[both, a], pos[both, a], rot[both, b], pos[both, b]
             )
     every = [np.concatenate([getattr(c, k) for c in caps]) for k in ("pos", "rot", "valid")]
-    found = measure_joints(*every, names, pairs, priors)
+    found = measure_joints(*every, names, pairs, priors, noise=noise)
     return {j.joint: j for j in found}
 
 
@@ -289,6 +292,7 @@ def calibrate_files(
     check: bool = True,
     tpose: bool = False,
     joint_offsets: bool = True,
+    joint_noise: str = "shared",
 ) -> tuple[Calibration, dict]:
     """Calibrate the capture files ``capture_paths`` (one session) and write ``out`` (YAML,
     atomically; nothing is written when the fit is refused).
@@ -302,6 +306,7 @@ def calibrate_files(
             and slips (``report.takes``).
         tpose: the quick T-pose calibration (one capture starting with a T-pose).
         joint_offsets: keep the subject's joint correction (:func:`calibrate`).
+        joint_noise: how the frames count against the joint centres' noise (:func:`calibrate`).
 
     Returns the calibration and a JSON-ready summary (:func:`summary`).
     """
@@ -327,6 +332,7 @@ def calibrate_files(
             betas=given,
             prior=pose_prior,
             joint_offsets=joint_offsets,
+            joint_noise=joint_noise,
         )
         if check:
             caps = session_captures(captures, list(synth.markers.names), synth.markers.name)

@@ -48,6 +48,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="keep the body model's joints: no per-subject joint correction from the measured "
         "joint centres (docs/capture.md#2-calibrate)",
     )
+    p.add_argument(
+        "--joint-noise",
+        choices=("shared", "measured"),  # functional.JOINT_NOISE, without importing torch here
+        default="shared",
+        help="how a take's frames count against the measured joint centres' noise: shared (one "
+        "error for the whole take: safe where errors follow the pose) or measured (the "
+        "residual's correlation over frames: tighter; docs/capture.md#2-calibrate)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.set_defaults(func=_run)
 
@@ -66,6 +74,7 @@ def _run(args: argparse.Namespace) -> int:
         check=not args.no_check,
         tpose=args.tpose,
         joint_offsets=not args.no_joint_offsets,
+        joint_noise=args.joint_noise,
     )
     if args.json:
         print(json.dumps(info))

@@ -214,3 +214,27 @@ def test_the_command_line_takes_a_session_and_writes_nothing_on_error(
     assert main(["calibrate", str(giant), "--no-check", "--out", str(bad)]) == EXIT_DATA
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "implausible" in err[0] and not bad.exists()
+
+
+def test_the_command_passes_its_joint_noise_rule_and_refuses_another(monkeypatch, capsys, tmp_path):
+    import rbmcap.calibrate as calibrate_package
+    from rbmcap.calibrate.functional import JOINT_NOISE
+
+    seen = []
+
+    def fake(paths, out, **kwargs):
+        seen.append(kwargs["joint_noise"])
+        return None, {}
+
+    monkeypatch.setattr(calibrate_package, "calibrate_files", fake)
+    out = str(tmp_path / "calib.yaml")
+    for rule in JOINT_NOISE:
+        assert main(["calibrate", "take.npz", "--out", out, "--joint-noise", rule, "--json"]) == 0
+    assert main(["calibrate", "take.npz", "--out", out, "--json"]) == 0
+    assert seen == [*JOINT_NOISE, "shared"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        main(["calibrate", "take.npz", "--out", out, "--joint-noise", "white"])
+    assert stop.value.code == EXIT_USAGE and seen == [*JOINT_NOISE, "shared"]
+    err = capsys.readouterr().err
+    assert "--joint-noise" in err and "'shared', 'measured'" in err and "Traceback" not in err

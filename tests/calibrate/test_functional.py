@@ -17,11 +17,13 @@ from rbmcap.calibrate.functional import (
     JointPair,
     adjacent_pairs,
     bone_axes,
+    correlation_frames,
     fit_joint,
     in_frames,
     measure_joints,
     rest_plate_rotations,
 )
+from rbmcap.errors import ConfigError
 from rbmcap.markers.markerset import load_marker_set
 
 PAIR = JointPair("left_knee", "left_thigh", "left_shin")
@@ -96,6 +98,22 @@ def test_too_little_motion_leaves_the_axis_undetermined_and_the_centre_to_the_pr
     assert "axis not determined" in fj.describe() and "turned 6°" in fj.describe()
 
 
+@pytest.mark.parametrize("smooth", [False, True], ids=["white", "smooth"])
+def test_too_little_motion_with_measured_noise_is_no_worse_than_the_prior(smooth):
+    """6° of turn under 1 mm of error, white or persisting over about 40 frames, the noise
+    measured: the turn places the centre to some mm, so the data may move it, but the axis stays
+    flagged and the centre no farther from the joint than the prior was."""
+    ra, pa, rb, pb, joint = _two_plates(flex_deg=6, off_deg=0.5)
+    rng = np.random.default_rng(0)
+    error = _ar1(39.0 / 41.0, len(pb), rng) if smooth else rng.normal(size=pb.shape)
+    pb = pb + 0.001 * error
+    prior = in_frames(joint + 0.01, ra, pa, rb, pb)
+    fj = fit_joint(PAIR, ra, pa, rb, pb, prior=prior, noise="measured")
+    assert not fj.axis_determined
+    prior_off = np.linalg.norm(prior[0] - CENTRE_A)
+    assert np.linalg.norm(fj.centre_parent - CENTRE_A) <= prior_off
+
+
 def test_a_joint_seen_in_too_few_frames_is_not_measured():
     ra, pa, rb, pb, joint = _two_plates(flex_deg=60, off_deg=10, frames=200)
     prior = in_frames(joint, ra, pa, rb, pb)
@@ -103,6 +121,55 @@ def test_a_joint_seen_in_too_few_frames_is_not_measured():
     assert fj.from_prior == 6 and not fj.axis_determined
     np.testing.assert_allclose(fj.centre_parent, prior[0])
     assert "not measured" in fj.describe()
+
+
+def _ar1(phi, frames, rng):
+    """An AR(1) series (frames, 3) of unit variance: x_t = φ x_(t−1) + √(1−φ²) e_t, whose
+    integrated autocorrelation time is (1 + φ) / (1 − φ) (a textbook result)."""
+    out = np.empty((frames, 3))
+    out[0] = rng.normal(size=3)
+    shocks = rng.normal(size=(frames, 3)) * np.sqrt(1 - phi**2)
+    for t in range(1, frames):
+        out[t] = phi * out[t - 1] + shocks[t]
+    return out
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.8, 0.95])
+def test_the_correlation_time_of_a_residual_is_the_ar1_one(phi):
+    expected = (1 + phi) / (1 - phi)
+    rng = np.random.default_rng(1)
+    got = np.median([correlation_frames(_ar1(phi, 20000, rng)) for _ in range(5)])
+    assert got == pytest.approx(expected, rel=0.15)
+
+
+def test_a_constant_residual_counts_as_one_frame_and_white_noise_as_every_frame():
+    assert correlation_frames(np.tile([[0.001, 0.0, -0.002]], (300, 1))) == 300.0
+    white = np.random.default_rng(2).normal(size=(3000, 3))
+    assert correlation_frames(white) < 1.3
+
+
+def test_errors_that_persist_over_frames_leave_the_centre_less_certain():
+    """The noise measured, the same plates and noise size, once white and once smooth over about
+    40 frames: the smooth take counts as about 40 times fewer frames, so its uncertainty is about
+    √40 as large across the hinge; the shared rule (one error for the take) is wider still."""
+    ra, pa, rb, pb, joint = _two_plates(flex_deg=60, off_deg=5, frames=2000)
+    rng = np.random.default_rng(3)
+    prior = in_frames(joint + 0.02, ra, pa, rb, pb)
+    phi = 39.0 / 41.0  # (1 + φ) / (1 − φ) = 40
+    found = {}
+    for name, noise in (("white", rng.normal(size=(2000, 3))), ("smooth", _ar1(phi, 2000, rng))):
+        found[name] = fit_joint(PAIR, ra, pa, rb, pb + 0.002 * noise, prior, noise="measured")
+    ratio = found["smooth"].uncertainty_mm[:2] / found["white"].uncertainty_mm[:2]
+    assert np.all((ratio > np.sqrt(40) / 2) & (ratio < np.sqrt(40) * 2)), ratio
+    assert found["white"].from_prior <= found["smooth"].from_prior
+    shared = fit_joint(PAIR, ra, pa, rb, pb + 0.002 * noise, prior)  # the smooth take
+    assert np.all(shared.uncertainty_mm[:2] > found["smooth"].uncertainty_mm[:2])
+
+
+def test_an_unknown_noise_rule_is_one_error():
+    ra, pa, rb, pb, _ = _two_plates(flex_deg=60, off_deg=5, frames=50)
+    with pytest.raises(ConfigError, match="joint noise 'white': expected one of shared, measured"):
+        fit_joint(PAIR, ra, pa, rb, pb, noise="white")
 
 
 def test_the_stand_in_s_knees_and_elbows_come_out_where_the_body_has_them(standin):
@@ -216,3 +283,17 @@ def test_rbm15_s_pelvis_plate_brackets_the_hips_too():
     assert JointPair("left_hip", "pelvis", "left_thigh") in pairs
     assert JointPair("right_hip", "pelvis", "right_thigh") in pairs
     assert len(pairs) == 10
+
+
+def test_a_joint_read_back_from_its_file_describes_itself_the_same(tmp_path):
+    """An uncertainty of 4.649999 mm reads '±4.6 mm'; rounded to 4.65 on the way to the file
+    it would read back '±4.7 mm'."""
+    from dataclasses import replace
+
+    from rbmcap.calibrate import Calibration
+
+    calib, fj = _calibration_with_joints(tmp_path)
+    fj = replace(fj, uncertainty_mm=np.array([1.0, 2.0, 4.649999]), from_prior=0)
+    calib.joints = {fj.joint: fj}
+    back = Calibration.load(calib.save(tmp_path / "calib.yaml")).joints[fj.joint]
+    assert "±4.6 mm" in fj.describe() and back.describe() == fj.describe()

@@ -117,6 +117,7 @@ def assert_caught(run, *plates: str) -> str:
 
 
 # ------------------------------------------------------------------------------ smoke
+@pytest.mark.slow  # 19 s: CI runs it in its untimed stage (.ci/run), beside make test's
 def test_a_short_tpose_session_calibrates_close_to_clean_plates():
     session = _session("tpose", **SMOKE)
     calib, seconds = run_calibration("tpose", **SMOKE, betas_given=False)

@@ -428,6 +428,7 @@ def _infer_argv(capture: Path, checkpoint: Path) -> Callable[[Path], list[str]]:
     ]
 
 
+@pytest.mark.slow  # 29 s: CI runs it in its untimed stage (.ci/run), beside make test's
 def test_killed_import_and_export_leave_no_half_written_output(take, checkpoint, tmp_path):
     outcomes = _kill_trials(_import_argv(take), tmp_path / "import", 4)
     assert _kills(outcomes) >= 1, outcomes

@@ -24,7 +24,8 @@ Schema (fixed, so files move between tools and people)::
       left_knee: {parent: left_thigh, child: left_shin, centre_parent_m: [x, y, z],
                   centre_child_m: [x, y, z], axis_parent: [x, y, z], axis_child: [x, y, z],
                   range_deg: 61.0, off_axis_deg: 2.4, residual_mm: 2.7,
-                  uncertainty_mm: [9.7, 9.8, 24.0], from_prior: 1, frames: 255}
+                  uncertainty_mm: [9.7, 9.8, 24.0], from_prior: 1, frames: 255,
+                  noise: shared}   # optional (older files: shared), calibrate --joint-noise
     joint_offsets:  # optional: the subject's joint correction (calibrate.joint_correction)
       left_knee: [x, y, z]     # m, the body's rest frame: where the joint sits from the regressor's
 
@@ -47,7 +48,7 @@ import torch
 import yaml
 
 from rbmcap.atomic import write_text_atomic
-from rbmcap.calibrate.functional import JOINT_KEYS, FunctionalJoint
+from rbmcap.calibrate.functional import JOINT_KEYS, JOINT_NOISE, FunctionalJoint
 from rbmcap.config.safe_yaml import read_yaml, type_name
 from rbmcap.config.values import MAX_MAGNITUDE, finite_vector, short_repr
 from rbmcap.errors import ConfigError, FormatError
@@ -355,7 +356,7 @@ def _joint(name, entry, plates: dict, where: str) -> FunctionalJoint:
     key = f"joints.{name}"
     if name not in SMPL_JOINT_NAMES:
         raise ConfigError(f"{where}: joints: {short_repr(name)} is not an SMPL joint name")
-    e = _mapping(entry, JOINT_KEYS, where, key)
+    e = _mapping(entry, JOINT_KEYS, where, key, optional=("noise",))
     for side in ("parent", "child"):
         if e[side] not in plates:
             raise ConfigError(
@@ -371,12 +372,16 @@ def _joint(name, entry, plates: dict, where: str) -> FunctionalJoint:
     frames, from_prior = number("frames"), number("from_prior")
     if frames < 0 or frames != round(frames) or from_prior not in range(7):
         raise ConfigError(f"{where}: {key}: frames and from_prior must be counts (0..6 directions)")
+    noise = e.get("noise", "shared")  # files from before the choice: the one rule there was
+    if noise not in JOINT_NOISE:
+        known = ", ".join(JOINT_NOISE)
+        raise ConfigError(f"{where}: {key}.noise: expected one of {known}, got {short_repr(noise)}")
     return FunctionalJoint(
         str(name), str(e["parent"]), str(e["child"]),
         vec("centre_parent_m", 3), vec("centre_child_m", 3),
         vec("axis_parent", 3), vec("axis_child", 3),
         number("range_deg"), number("off_axis_deg"), number("residual_mm"),
-        vec("uncertainty_mm", 3), int(from_prior), int(frames),
+        vec("uncertainty_mm", 3), int(from_prior), int(frames), str(noise),
     )  # fmt: skip
 
 

@@ -81,7 +81,8 @@ JOINT_KEYS = (
     "parent", "child", "centre_parent_m", "centre_child_m", "axis_parent", "axis_child",
     "range_deg", "off_axis_deg", "residual_mm", "uncertainty_mm", "from_prior", "frames",
 )  # fmt: skip
-"""The keys of a joint's entry in a calibration file, in :meth:`FunctionalJoint.to_dict`'s order."""
+"""The keys every joint's entry in a calibration file has, in :meth:`FunctionalJoint.to_dict`'s
+order (``noise`` follows them, optional: files from before it read as ``shared``)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ class FunctionalJoint:
         from_prior: how many of the centre's six directions came from the prior (0: all from the
             motion).
         frames: frames used (both plates seen).
+        noise: how the frames counted against the noise (:data:`JOINT_NOISE`).
     """
 
     joint: str
@@ -143,6 +145,7 @@ class FunctionalJoint:
     uncertainty_mm: np.ndarray
     from_prior: int
     frames: int
+    noise: str = "shared"
 
     @property
     def axis_determined(self) -> bool:
@@ -212,6 +215,7 @@ class FunctionalJoint:
             "uncertainty_mm": [min(float(u), 1e6) for u in self.uncertainty_mm],
             "from_prior": int(self.from_prior),
             "frames": int(self.frames),
+            "noise": self.noise,
         }
 
 
@@ -248,7 +252,7 @@ def fit_joint(
         eye = np.eye(3)[0]
         return FunctionalJoint(
             pair.joint, pair.parent, pair.child, x_prior[:3], x_prior[3:], eye, eye,
-            0.0, 0.0, 0.0, np.full(3, PRIOR_M * 1e3), 6, t,
+            0.0, 0.0, 0.0, np.full(3, PRIOR_M * 1e3), 6, t, noise,
         )  # fmt: skip
     x, weight, uncertainty = _score(ra, pa, rb, pb, x_prior, noise)
     ea, eb = pa + ra @ x[:3], pb + rb @ x[3:]
@@ -268,6 +272,7 @@ def fit_joint(
         uncertainty[3:],  # the three directions the joint's turning determines
         int((weight < 0.5).sum()),
         t,
+        noise,
     )
 
 

@@ -297,3 +297,28 @@ def test_a_joint_read_back_from_its_file_describes_itself_the_same(tmp_path):
     calib.joints = {fj.joint: fj}
     back = Calibration.load(calib.save(tmp_path / "calib.yaml")).joints[fj.joint]
     assert "±4.6 mm" in fj.describe() and back.describe() == fj.describe()
+
+
+def test_the_file_keeps_each_joints_noise_rule_and_an_older_entry_reads_shared(tmp_path):
+    import yaml
+
+    from rbmcap.calibrate import Calibration
+
+    calib, fj = _calibration_with_joints(tmp_path)
+    ra, pa, rb, pb, joint = _two_plates(flex_deg=60, off_deg=3)
+    measured = fit_joint(PAIR, ra, pa, rb, pb, in_frames(joint + 0.01, ra, pa, rb, pb), "measured")
+    assert fj.noise == "shared" and measured.noise == "measured"
+    calib.joints = {fj.joint: measured}
+    path = calib.save(tmp_path / "calib.yaml")
+    assert Calibration.load(path).joints[fj.joint].noise == "measured"
+    data = yaml.safe_load(path.read_text())
+    del data["joints"][fj.joint]["noise"]  # as written before the choice
+    path.write_text(yaml.safe_dump(data))
+    older = Calibration.load(path).joints[fj.joint]
+    assert older.noise == "shared" and older.describe() == measured.describe()
+    data["joints"][fj.joint]["noise"] = "white"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(
+        ConfigError, match=r"joints.left_knee.noise: expected one of shared, measured"
+    ):
+        Calibration.load(path)

@@ -14,7 +14,7 @@ is then the null direction of M (SARA). Each singular direction v_i of x blends 
 answer d_i = u_iᵀ y / s_i with the prior's (the body model's joint centre in the two plates'
 frames, v_iᵀ x_prior), weighted by their precisions:
 
-    x = Σ_i v_i (w_i d_i + (1 − w_i) v_iᵀ x_prior),   w_i = π_i / (π_i + τ⁻²),   π_i = s_i² / (Tσ²)
+    x = Σ_i v_i (w_i d_i + (1 − w_i) v_iᵀ x_prior),   w_i = π_i / (π_i + τ⁻²),   π_i = s_i² / (κσ²)
 
 σ is the fit's residual per frame (at least :data:`SIGMA_FLOOR_M`) and τ = :data:`PRIOR_M` how far
 a body model's joint centre may be from the subject's. The frames' errors are not independent

@@ -241,8 +241,7 @@ def fit_joint(
     Raises:
         ConfigError: an unknown ``noise``.
     """
-    if noise not in JOINT_NOISE:
-        raise ConfigError(f"joint noise {noise!r}: expected one of {', '.join(JOINT_NOISE)}")
+    check_joint_noise(noise)
     ra, pa, rb, pb = (np.asarray(a, dtype=np.float64) for a in (ra, pa, rb, pb))
     t = len(ra)
     if prior is None:
@@ -274,6 +273,12 @@ def fit_joint(
         t,
         noise,
     )
+
+
+def check_joint_noise(noise: str) -> None:
+    """ConfigError unless ``noise`` is one of :data:`JOINT_NOISE`."""
+    if noise not in JOINT_NOISE:
+        raise ConfigError(f"joint noise {noise!r}: expected one of {', '.join(JOINT_NOISE)}")
 
 
 def _score(ra, pa, rb, pb, x_prior, noise: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

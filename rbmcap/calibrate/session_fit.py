@@ -30,7 +30,12 @@ from rbmcap.baseline.prior import default_pose_prior, load_pose_prior
 from rbmcap.body import load_body_model
 from rbmcap.calibrate.calibration import Calibration, PlateOffset
 from rbmcap.calibrate.frames import FrameSpec, select_frames
-from rbmcap.calibrate.functional import adjacent_pairs, in_frames, measure_joints
+from rbmcap.calibrate.functional import (
+    adjacent_pairs,
+    check_joint_noise,
+    in_frames,
+    measure_joints,
+)
 from rbmcap.calibrate.joint_correction import joint_correction
 from rbmcap.calibrate.objective import FitWeights, SessionFit
 from rbmcap.calibrate.report import build_report, check_plausible
@@ -97,8 +102,7 @@ def calibrate(
         iterations: L-BFGS iterations of the pose, positions and full stages.
         joint_offsets: keep the subject's joint correction (:func:`subject_joints`) in the
             calibration; False: the body model's joints.
-        joint_noise: how the frames count against the measured joint centres' noise, one of
-            :data:`rbmcap.calibrate.functional.JOINT_NOISE`.
+        joint_noise: the measured centres' noise rule (:data:`.functional.JOINT_NOISE`).
 
     Returns:
         the :class:`Calibration`, with its diagnostics in ``.report``.
@@ -107,7 +111,9 @@ def calibrate(
         DataError: a plate missing from a capture or never seen in the frames used, a left/right
             swap, or an implausible fit (betas beyond ±3, a plate far from its segment, a body
             that does not fit the plates); each names what it found.
+        ConfigError: an unknown ``joint_noise`` (before any fitting).
     """
+    check_joint_noise(joint_noise)  # before the fit, not minutes into it
     names = list(synth.markers.names)
     caps = session_captures(captures, names, synth.markers.name)
     root = synth.markers.parents.index(-1)

@@ -170,6 +170,10 @@ def test_an_unknown_noise_rule_is_one_error():
     ra, pa, rb, pb, _ = _two_plates(flex_deg=60, off_deg=5, frames=50)
     with pytest.raises(ConfigError, match="joint noise 'white': expected one of shared, measured"):
         fit_joint(PAIR, ra, pa, rb, pb, noise="white")
+    from rbmcap.calibrate import calibrate
+
+    with pytest.raises(ConfigError, match="joint noise 'white'"):  # before any fitting
+        calibrate([], None, joint_noise="white")
 
 
 def test_the_stand_in_s_knees_and_elbows_come_out_where_the_body_has_them(standin):
